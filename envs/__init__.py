@@ -1,0 +1,59 @@
+"""turngym environments: the text-environment contract, the registry and the built-in environments.
+
+    import envs
+    env = envs.make("sokoban", dim=8, num_boxes=2)
+    observation, info = env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step("<answer>Up || Left</answer>")
+
+``gymnasium.make("turngym/Sokoban-v0")`` works too once this package is imported (or with
+``gymnasium.make("envs:turngym/Sokoban-v0")``, which imports it). Third-party environments register
+through the entry-point group ``turngym.envs`` (see :mod:`envs.registry`).
+"""
+
+from envs.core import Message, StepOutcome, TextEnv, TextSpace
+from envs.registry import (
+    EnvSpec,
+    UnknownEnvironmentError,
+    ids,
+    list_specs,
+    load_plugins,
+    make,
+    plugin_errors,
+    register,
+    spec,
+)
+
+__all__ = [
+    "EnvSpec",
+    "Message",
+    "StepOutcome",
+    "TextEnv",
+    "TextSpace",
+    "UnknownEnvironmentError",
+    "ids",
+    "list_specs",
+    "load_plugins",
+    "make",
+    "plugin_errors",
+    "register",
+    "spec",
+]
+
+
+def _register_builtins() -> None:
+    # String entry points: an environment's module is imported only when it is made.
+    register(
+        "sokoban",
+        "envs.sokoban.env:SokobanEnv",
+        gym_id="turngym/Sokoban-v0",
+        description="Sokoban, 6x6 with 1 box (RAGEN's 'simple' setting); push every box onto a target",
+    )
+    register(
+        "frozenlake",
+        "envs.frozenlake.env:FrozenLakeEnv",
+        gym_id="turngym/FrozenLake-v0",
+        description="FrozenLake, 4x4 with random start and goal; reach the goal without falling into a hole",
+    )
+
+
+_register_builtins()
