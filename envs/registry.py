@@ -22,6 +22,7 @@ skipped; the rest keeps working.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import inspect
@@ -151,6 +152,8 @@ def make(id: str, **overrides: Any) -> gym.Env:
     env = factory(**kwargs)
     if not isinstance(env, gym.Env):
         raise TypeError(f"the entry point of {env_spec.id!r} returned {type(env).__name__}, not a gymnasium.Env")
+    # What gymnasium.make would record: lets Gymnasium's tools (check_env, env.spec.make) rebuild it.
+    env.unwrapped.spec = dataclasses.replace(gym.spec(env_spec.gym_id), kwargs=kwargs)
     return env
 
 
@@ -179,12 +182,13 @@ def load_plugins(*, reload: bool = False) -> None:
     with _lock:
         if _plugins_loaded and not reload:
             return
+        if reload:
+            _unregister({s.id for s in _specs.values() if s.source != BUILTIN_SOURCE})
+            _plugin_errors.clear()
         _plugins_loaded = True
         for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = entry_point.dist.name if entry_point.dist is not None else "unknown distribution"
             key = f"{dist}:{entry_point.name}"
-            if reload and any(s.source == dist for s in _specs.values()):
-                continue
             before = set(_specs)
             _current_source = dist
             try:
@@ -232,7 +236,7 @@ def _lookup(id: str) -> EnvSpec | None:
 
 def _unknown_id_message(id: str) -> str:
     known = sorted(_specs) + sorted(_aliases)
-    close = difflib.get_close_matches(id, known, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(id, known, n=3, cutoff=0.6)
     close += [k for k in known if id.lower() in k.lower() and k not in close][:3]
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     failed = [k for k in _plugin_errors if k.endswith(f":{id}")]

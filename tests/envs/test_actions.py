@@ -1,0 +1,89 @@
+"""The shared lenient action parser (envs/actions.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envs.actions import extract_answer, parse_actions
+
+MOVES = ("Up", "Down", "Left", "Right")
+
+
+@pytest.mark.parametrize(
+    ("text", "actions", "error"),
+    [
+        ("Up", ("Up",), ""),
+        ("<answer>Up || Left</answer>", ("Up", "Left"), ""),
+        ("<think>maybe Down?</think><answer>right</answer>", ("Right",), ""),
+        ("<ANSWER> up | DOWN, left; right </Answer>", ("Up", "Down", "Left", "Right"), ""),
+        ("Up.\nLeft!", ("Up", "Left"), ""),
+        ("<answer>Down || Up</answer> and later <answer>Left</answer>", ("Left",), ""),  # the last block counts
+        ("<answer>Down || Le", ("Down",), "'Le' is not an action"),  # cut off mid-answer
+        ("<answer>Up || Jump || Left</answer>", ("Up",), "'Jump' is not an action"),  # stops at the first bad token
+        ("", (), "no action found"),
+        ("<answer></answer>", (), "no action found"),
+        ("<think>Up</think>", (), "no action found"),
+        ("I will go up", (), "'I will go up' is not an action"),
+    ],
+)
+def test_parse_actions(text, actions, error):
+    parsed = parse_actions(text, MOVES, max_actions=5)
+    assert (parsed.actions, parsed.error, parsed.is_valid) == (actions, error, not error)
+
+
+def test_actions_beyond_the_cap_are_dropped_and_counted():
+    parsed = parse_actions("Up || Up || Down || Down", MOVES, max_actions=2)
+    assert (parsed.actions, parsed.dropped, parsed.is_valid) == (("Up", "Up"), 1, True)
+
+
+def test_required_tag_and_aliases():
+    assert parse_actions("Up", MOVES, max_actions=5, require_tag=True).error == "no <answer>...</answer> block found"
+    assert parse_actions("<answer>Up</answer>", MOVES, max_actions=5, require_tag=True).actions == ("Up",)
+    assert parse_actions("north || W", MOVES, max_actions=5, aliases={"north": "Up", "w": "Left"}).actions == (
+        "Up", "Left")
+    with pytest.raises(ValueError, match="max_actions"):
+        parse_actions("Up", MOVES, max_actions=0)
+
+
+def test_long_invalid_tokens_are_shortened_in_the_error():
+    parsed = parse_actions("x" * 10_000, MOVES, max_actions=5)
+    assert parsed.error == f"'{'x' * 37}...' is not an action"
+
+
+@pytest.mark.parametrize("text", ["<answer>" * 1_000_000, "||" * 2_000_000, "<think>" * 1_000_000, "Up " * 2_000_000])
+def test_megabytes_of_text_are_parsed_in_linear_time(text):
+    start = time.perf_counter()
+    parsed = parse_actions(text, MOVES, max_actions=5)
+    assert not parsed.actions or parsed.error
+    assert time.perf_counter() - start < 5.0  # a quadratic scan of these inputs takes hours
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_arbitrary_text_never_raises_and_only_yields_vocabulary_words(text):
+    parsed = parse_actions(text, MOVES, max_actions=3)
+    assert set(parsed.actions) <= set(MOVES)
+    assert len(parsed.actions) <= 3
+    assert parsed.is_valid == (parsed.error == "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(MOVES), min_size=1, max_size=8), st.sampled_from([" || ", "||", " | ", ", ", "\n"]),
+       st.booleans(), st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=30))
+def test_well_formed_answers_round_trip(moves, separator, wrapped, thought):
+    text = separator.join(m.lower() if i % 2 else m.upper() for i, m in enumerate(moves))
+    if wrapped:
+        text = f"<think>{thought}</think><answer>{text}</answer>"
+    parsed = parse_actions(text, MOVES, max_actions=5)
+    assert parsed.actions == tuple(moves[:5])
+    assert parsed.dropped == (1 if len(moves) > 5 else 0)
+    assert parsed.is_valid
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="<>")))
+def test_text_inside_answer_tags_is_extracted_verbatim(inner):
+    assert extract_answer(f"noise <answer>{inner}</answer> tail") == inner
