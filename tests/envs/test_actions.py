@@ -44,7 +44,9 @@ def test_required_tag_and_aliases():
     assert parse_actions("Up", MOVES, max_actions=5, require_tag=True).error == "no <answer>...</answer> block found"
     assert parse_actions("<answer>Up</answer>", MOVES, max_actions=5, require_tag=True).actions == ("Up",)
     assert parse_actions("north || W", MOVES, max_actions=5, aliases={"north": "Up", "w": "Left"}).actions == (
-        "Up", "Left")
+        "Up",
+        "Left",
+    )
     with pytest.raises(ValueError, match="max_actions"):
         parse_actions("Up", MOVES, max_actions=0)
 
@@ -72,8 +74,12 @@ def test_arbitrary_text_never_raises_and_only_yields_vocabulary_words(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(MOVES), min_size=1, max_size=8), st.sampled_from([" || ", "||", " | ", ", ", "\n"]),
-       st.booleans(), st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=30))
+@given(
+    st.lists(st.sampled_from(MOVES), min_size=1, max_size=8),
+    st.sampled_from([" || ", "||", " | ", ", ", "\n"]),
+    st.booleans(),
+    st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=30),
+)
 def test_well_formed_answers_round_trip(moves, separator, wrapped, thought):
     text = separator.join(m.lower() if i % 2 else m.upper() for i, m in enumerate(moves))
     if wrapped:

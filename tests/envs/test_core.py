@@ -63,12 +63,22 @@ def test_reset_returns_the_standard_info_keys_and_extras():
 def test_a_valid_wrong_guess_then_a_right_one():
     env = GuessEnv()
     env.reset(seed=0, options={"secret": 7})
-    assert env.step("3") == ("No, higher.", 0.0, False, False,
-                             {"hint": "higher", "success": False, "action_is_valid": True, "metrics": {"guess": 3.0},
-                              "turn": 1})
+    assert env.step("3") == (
+        "No, higher.",
+        0.0,
+        False,
+        False,
+        {"hint": "higher", "success": False, "action_is_valid": True, "metrics": {"guess": 3.0}, "turn": 1},
+    )
     observation, reward, terminated, truncated, info = env.step("<answer>7</answer>")
     assert (observation, reward, terminated, truncated, info["success"], info["turn"]) == (
-        "Correct!", 1.0, True, False, True, 2)
+        "Correct!",
+        1.0,
+        True,
+        False,
+        True,
+        2,
+    )
     assert env.episode_over
 
 
@@ -105,7 +115,11 @@ def test_programming_errors_raise_clearly():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"max_turns": 0}, "max_turns"), ({"format_penalty": -1}, "format_penalty"), ({"render_mode": "rgb"}, "render_mode")],
+    [
+        ({"max_turns": 0}, "max_turns"),
+        ({"format_penalty": -1}, "format_penalty"),
+        ({"render_mode": "rgb"}, "render_mode"),
+    ],
 )
 def test_bad_constructor_arguments_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -24,8 +24,13 @@ class TinyEnv(envs.TextEnv):
 
     def _step(self, action):
         ok = action.strip().lower() == "yes"
-        return envs.StepOutcome("Done." if ok else "Say yes.", reward=self.reward if ok else 0.0,
-                                terminated=ok, success=ok, action_is_valid=ok)
+        return envs.StepOutcome(
+            "Done." if ok else "Say yes.",
+            reward=self.reward if ok else 0.0,
+            terminated=ok,
+            success=ok,
+            action_is_valid=ok,
+        )
 
     def render_text(self, color=False):
         return "tiny"
@@ -77,7 +82,8 @@ def test_unknown_option_fails_early_with_a_close_match(tiny_id):
 
 
 def test_unknown_id_lists_close_matches():
-    with pytest.raises(envs.UnknownEnvironmentError, match=r"unknown environment id 'sokobn'\. Did you mean 'sokoban'"):
+    expected = r"unknown environment id 'sokobn'\. Did you mean 'sokoban'"
+    with pytest.raises(envs.UnknownEnvironmentError, match=expected):
         envs.make("sokobn")
     with pytest.raises(KeyError):  # also a KeyError, for callers that catch lookups generically
         envs.spec("no-such-env-anywhere")
@@ -102,7 +108,7 @@ def test_string_entry_points_are_imported_lazily():
 def test_malformed_string_entry_point_is_reported():
     registry.register("bad-entry-point", "no_colon_here")
     try:
-        with pytest.raises(ValueError, match="must look like 'package.module:Name'"):
+        with pytest.raises(ValueError, match=r"must look like 'package\.module:Name'"):
             envs.make("bad-entry-point")
     finally:
         registry._unregister({"bad-entry-point"})
@@ -111,7 +117,7 @@ def test_malformed_string_entry_point_is_reported():
 def test_entry_point_must_build_an_env():
     registry.register("not-an-env", lambda: object())
     try:
-        with pytest.raises(TypeError, match="not a gymnasium.Env"):
+        with pytest.raises(TypeError, match=r"not a gymnasium\.Env"):
             envs.make("not-an-env")
     finally:
         registry._unregister({"not-an-env"})
