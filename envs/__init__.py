@@ -21,6 +21,7 @@ from envs.registry import (
     plugin_errors,
     register,
     spec,
+    unregister,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "plugin_errors",
     "register",
     "spec",
+    "unregister",
 ]
 
 

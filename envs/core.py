@@ -173,8 +173,10 @@ class TextEnv(gym.Env[str, str], abc.ABC):
     def oracle(self) -> list[str] | None:
         """A reference solution from the current state: the action texts an agent would send, one per turn.
 
-        ``None`` where the environment cannot compute one. With stochastic dynamics only the first
-        element is reliable: an agent following the oracle should ask again every turn.
+        ``None`` where the environment has no oracle or cannot compute a solution from this state
+        (a deadlocked Sokoban box, an unreachable goal); ``[]`` once the episode is over. With
+        stochastic dynamics only the first element is reliable: an agent following the oracle
+        should ask again every turn.
         """
         return None
 
@@ -224,8 +226,11 @@ class TextEnv(gym.Env[str, str], abc.ABC):
         return outcome.observation, reward, terminated, truncated, info
 
     def render(self) -> str | None:
+        """The state as ANSI text (``render_mode="ansi"``) or ``None``; raises before the first ``reset``."""
         if self.render_mode is None:
             return None
+        if not self._messages:
+            raise RuntimeError(f"{type(self).__name__}: call reset() before render()")
         return self.render_text(color=True)
 
     # ----------------------------------------------------------------------------------------------

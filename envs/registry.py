@@ -6,7 +6,7 @@
   (``turngym/<id>`` unless given), so ``gymnasium.make`` works once this module has registered it.
 * ``make(id, **overrides)`` builds one; ``id`` may be the short id or the Gymnasium id. Keyword
   arguments the environment does not accept fail here, with close matches, before any heavy work.
-* ``spec(id)``, ``list_specs()``, ``ids()``.
+* ``spec(id)``, ``list_specs()``, ``ids()``, ``unregister(*ids)``.
 
 Plugins. An installed distribution declares, in its ``pyproject.toml``::
 
@@ -47,6 +47,7 @@ __all__ = [
     "plugin_errors",
     "register",
     "spec",
+    "unregister",
 ]
 
 ENTRY_POINT_GROUP = "turngym.envs"
@@ -220,6 +221,15 @@ def _load_one_plugin(entry_point: metadata.EntryPoint) -> None:
             f"{entry_point.value} must be a gymnasium.Env subclass or a function that calls "
             "envs.registry.register(...)"
         )
+
+
+def unregister(*env_ids: str) -> None:
+    """Remove environments (by short id) from this process's registry and Gymnasium's; unknown ids raise."""
+    with _lock:
+        missing = [env_id for env_id in env_ids if env_id not in _specs]
+        if missing:
+            raise UnknownEnvironmentError(f"cannot unregister {missing}: not registered")
+        _unregister(set(env_ids))
 
 
 def _unregister(env_ids: set[str]) -> None:

@@ -51,7 +51,7 @@ def test_check_env_passes_with_and_without_a_registered_spec():
         check_env(envs.make("guess-core-test"))
         check_env(gym.make("turngym/guess-core-test").unwrapped)
     finally:
-        envs.registry._unregister({"guess-core-test"})
+        envs.unregister("guess-core-test")
 
 
 def test_reset_returns_the_standard_info_keys_and_extras():
@@ -148,6 +148,8 @@ def test_render_is_ansi_text_and_render_text_is_plain():
     assert env.render() == "\x1b[33msecret=3\x1b[0m"
     assert env.render_text() == "secret=3"
     assert GuessEnv(render_mode=None).render() is None
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before render\(\)"):
+        GuessEnv().render()
 
 
 def test_extra_info_may_not_shadow_standard_keys():

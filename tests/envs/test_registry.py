@@ -41,7 +41,7 @@ def tiny_id(request):
     env_id = f"tiny-{request.node.name}"
     registry.register(env_id, TinyEnv, reward=2.0)
     yield env_id
-    registry._unregister({env_id})
+    envs.unregister(env_id)
 
 
 def test_builtins_have_short_and_versioned_ids():
@@ -102,7 +102,7 @@ def test_string_entry_points_are_imported_lazily():
         assert envs.spec("countdown-by-string").description == "lazy"
         assert envs.make("countdown-by-string").start == 5
     finally:
-        registry._unregister({"countdown-by-string"})
+        envs.unregister("countdown-by-string")
 
 
 def test_malformed_string_entry_point_is_reported():
@@ -111,7 +111,7 @@ def test_malformed_string_entry_point_is_reported():
         with pytest.raises(ValueError, match=r"must look like 'package\.module:Name'"):
             envs.make("bad-entry-point")
     finally:
-        registry._unregister({"bad-entry-point"})
+        envs.unregister("bad-entry-point")
 
 
 def test_entry_point_must_build_an_env():
@@ -120,8 +120,16 @@ def test_entry_point_must_build_an_env():
         with pytest.raises(TypeError, match=r"not a gymnasium\.Env"):
             envs.make("not-an-env")
     finally:
-        registry._unregister({"not-an-env"})
+        envs.unregister("not-an-env")
 
 
 def test_description_defaults_to_the_docstring(tiny_id):
     assert envs.spec(tiny_id).description == "A one-turn environment: answer 'yes'."
+
+
+def test_unregister_removes_both_ids_and_rejects_unknown_ones():
+    registry.register("short-lived", TinyEnv)
+    envs.unregister("short-lived")
+    assert "short-lived" not in envs.ids() and "turngym/short-lived" not in gym.registry
+    with pytest.raises(envs.UnknownEnvironmentError, match="not registered"):
+        envs.unregister("short-lived")

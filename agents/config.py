@@ -1,0 +1,163 @@
+"""Configuration of ``python -m agents.play``: the typed schema and the composition of ``configs/play.yaml``.
+
+The schema :class:`PlayConfig` is registered in Hydra's ConfigStore as ``play_schema`` and is the
+first entry of ``play.yaml``'s defaults list, so every value is type-checked while composing.
+:func:`compose_play_config` adds what plain Hydra overrides cannot express:
+
+* ``env=<id>`` selects ``configs/env/<id>.yaml``; where no such file exists but ``<id>`` is a
+  registered environment (a plugin, or a Gymnasium id such as ``turngym/Sokoban-v0``), it selects
+  the generic ``env/registered.yaml`` with ``env.id`` set, so every registered environment plays.
+* ``env.<option>=<value>`` adds the option even when the yaml does not list it (it becomes
+  ``++env.<option>=<value>``); whether the environment accepts it is checked by ``envs.make``.
+* Every problem is a :class:`UsageError` with a one-line message that names the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from typing import Any
+
+from hydra import compose, initialize_config_module
+from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+import envs
+from agents.base import AGENTS
+
+__all__ = ["PlayConfig", "UsageError", "compose_play_config", "env_options", "rewrite_overrides", "to_play_config"]
+
+GENERIC_ENV_CONFIG = "registered"
+
+
+class UsageError(Exception):
+    """A mistake on the command line or in a config; its message is one line that says how to fix it."""
+
+
+@dataclass
+class PlayConfig:
+    """Options of ``python -m agents.play`` (the comments in ``configs/play.yaml`` say the same for users).
+
+    ``env``: ``id`` plus the environment's constructor options. ``agent``: ``human`` (read actions
+    from stdin), ``oracle`` or ``random``. ``seed``: the first episode's seed, ``seed + k`` for the
+    k-th next episode; ``None`` draws a fresh one per episode. ``episodes``: how many to play;
+    ``None`` lets a person play until they quit and a scripted agent play one. ``delay``: seconds a
+    scripted agent waits before each action. ``out``: the JSONL file episodes are appended to;
+    ``None`` means ``runs/play/<env id>.jsonl``. ``color``: ANSI colours; ``None`` means only when
+    stdout is a terminal and ``NO_COLOR`` is unset.
+    """
+
+    env: dict[str, Any] = field(default_factory=dict)
+    agent: str = "human"
+    seed: int | None = None
+    episodes: int | None = None
+    delay: float = 0.5
+    out: str | None = None
+    color: bool | None = None
+
+
+ConfigStore.instance().store(name="play_schema", node=PlayConfig)
+
+_TOP_LEVEL_KEYS = tuple(f.name for f in fields(PlayConfig))
+
+
+def compose_play_config(overrides: list[str]) -> DictConfig:
+    """Compose ``configs/play.yaml`` with command-line ``overrides`` (Hydra syntax), as described above."""
+    rewritten = rewrite_overrides(overrides)
+    try:
+        with initialize_config_module(config_module="configs", version_base="1.3"):
+            return compose("play", overrides=rewritten)
+    except OverrideParseException as exc:
+        raise UsageError(
+            f"cannot parse the override {exc.override!r}: {_one_line(exc)}; quote values with spaces"
+        ) from exc
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise UsageError(_one_line(exc) + "; see --help for the options") from exc
+
+
+def to_play_config(cfg: DictConfig) -> PlayConfig:
+    """The validated typed config; raises :class:`UsageError` on values out of range."""
+    if OmegaConf.is_missing(cfg.env, "id"):
+        raise UsageError("env.id is missing: choose an environment with env=<id>")
+    try:
+        play = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:
+        raise UsageError(_one_line(exc)) from exc
+    assert isinstance(play, PlayConfig)
+    if not isinstance(play.env.get("id"), str) or not play.env["id"]:
+        raise UsageError("env.id is missing: choose an environment with env=<id>")
+    if play.agent not in AGENTS:
+        close = difflib.get_close_matches(play.agent, AGENTS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UsageError(f"unknown agent {play.agent!r}{hint}; choose agent={' | agent='.join(AGENTS)}")
+    if play.episodes is not None and play.episodes < 1:
+        raise UsageError(f"episodes must be at least 1 (or null for no limit), got {play.episodes}")
+    if play.delay < 0:
+        raise UsageError(f"delay is in seconds and must be >= 0, got {play.delay}")
+    if play.seed is not None and play.seed < 0:
+        raise UsageError(f"seed must be >= 0 (or null for a fresh one per episode), got {play.seed}")
+    return play
+
+
+def env_options(play: PlayConfig) -> dict[str, Any]:
+    """The keyword arguments for ``envs.make``: ``play.env`` without ``id``."""
+    return {key: value for key, value in play.env.items() if key != "id"}
+
+
+def rewrite_overrides(overrides: list[str]) -> list[str]:
+    """Resolve ``env=<id>`` to a config file; make ``env.<option>=`` into ``++env.<option>=`` (module docstring)."""
+    rewritten: list[str] = []
+    chose_env = False
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if not eq:
+            raise UsageError(f"cannot read {override!r}: overrides look like key=value, e.g. env=sokoban seed=3")
+        bare_key = key.lstrip("+~")
+        top = bare_key.split(".", 1)[0]
+        if top not in _TOP_LEVEL_KEYS:
+            close = difflib.get_close_matches(top, _TOP_LEVEL_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"unknown option {top!r}{hint}; options: {', '.join(_TOP_LEVEL_KEYS)}, env.<option>")
+        if key == "env":
+            chose_env = True
+            rewritten.extend(_select_env(value))
+        elif key.startswith("env."):
+            rewritten.append(f"++{override}")
+        else:
+            rewritten.append(override)
+    if not chose_env:
+        raise UsageError(f"choose an environment with env=<id>; registered: {', '.join(envs.ids())}")
+    return rewritten
+
+
+def _select_env(name: str) -> list[str]:
+    if _has_env_config(name):
+        return [f"env={name}"]
+    try:
+        env_id = envs.spec(name).id
+    except envs.UnknownEnvironmentError as exc:
+        raise UsageError(str(exc)) from exc
+    if _has_env_config(env_id):
+        return [f"env={env_id}"]
+    return [f"env={GENERIC_ENV_CONFIG}", f"env.id={env_id}"]
+
+
+def _has_env_config(name: str) -> bool:
+    if not name or "/" in name or name.startswith("."):
+        return False
+    return (resources.files("configs") / "env" / f"{name}.yaml").is_file()
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of an exception and of its cause (Hydra puts the useful part in the cause)."""
+    lines = [str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__]
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip():
+        lines.append(str(cause).strip().splitlines()[0])
+    full_key = getattr(exc, "full_key", None)
+    if full_key:
+        lines.append(f"key: {full_key}")
+    return ": ".join(dict.fromkeys(lines))

@@ -1,0 +1,123 @@
+"""``python -m agents.play``: play a turngym environment in the terminal, or watch a scripted agent play it.
+
+:data:`USAGE` is the reference for users. This module is the thin entry point: it parses the
+arguments, composes and checks the config (every mistake exits with code 2 and one line on stderr,
+before anything interactive), builds the environment and the agent, and hands over to
+:func:`agents.play_loop.play`. Heavy imports happen after argument parsing so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envs.core import TextEnv
+
+__all__ = ["KEYS", "USAGE", "main"]
+
+KEYS = """\
+Keys (at the action prompt):
+  <text>    send the text as your action, e.g.  Up || Left  or  <answer>Up</answer>
+  :u        undo the last action (the episode is replayed without it)
+  :r        restart this episode (same seed)
+  :n        skip to the next episode (next seed)
+  :q        quit (also Ctrl-D / end of input, or Ctrl-C)
+  :h        show this help
+  ::text    send the text ':text' as your action
+After an episode: Enter or :n plays the next seed, :r the same seed again, :q quits.
+"""
+
+USAGE = f"""\
+usage: python -m agents.play env=<id> [key=value ...]    (or: turngym-play env=<id> ...)
+       python -m agents.play --cfg env=<id> [key=value ...]    print the composed config and exit
+       python -m agents.play --help
+
+Play a turngym environment in the terminal, or watch a scripted agent play it. Options are Hydra
+overrides of configs/play.yaml:
+  env=<id>           configs/env/<id>.yaml, or any registered environment id (plugins too)
+  env.<option>=<v>   an option of the environment, e.g. env.dim=8 env.num_boxes=2 (unknown ones fail early)
+  agent=human        human (you type the actions) | oracle | random
+  seed=null          first episode's seed, seed+1 for the next one; null: a fresh random seed each episode
+  episodes=null      episodes to play; null: a person plays until :q, a scripted agent plays one
+  delay=0.5          seconds a scripted agent waits before each action
+  out=null           JSONL file every episode is appended to; null: runs/play/<env id>.jsonl
+  color=null         true | false; null: colours only when stdout is a terminal and NO_COLOR is unset
+
+{KEYS}
+Every episode with at least one action is appended to `out` as one JSON line (env id and options,
+seed, agent, messages, actions, rewards, validity, return, success, termination_reason); one left
+before its end (:r, :n, :q, end of input) has termination_reason "abandoned".
+
+Examples:
+  python -m agents.play env=sokoban seed=3 env.dim=8
+  python -m agents.play env=sokoban agent=oracle episodes=3 delay=0.2 out=episodes.jsonl
+  python -m agents.play env=frozenlake agent=random env.is_slippery=true color=false
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m agents.play`` and ``turngym-play``; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        sys.stdout.write(USAGE)
+        return 0
+    print_config = "--cfg" in args
+    overrides = [a for a in args if a != "--cfg"]
+    flags = [a for a in overrides if a.startswith("-")]
+    if flags:
+        print(f"turngym-play: error: unknown flag {flags[0]!r}; flags are --help and --cfg", file=sys.stderr)
+        return 2
+
+    from agents.config import UsageError
+
+    # One line per warning (a plugin that failed to load, say) instead of Python's two-line format.
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"turngym-play: warning: {message}\n"
+    try:
+        return _configure_and_play(overrides, print_config=print_config)
+    except UsageError as exc:
+        print(f"turngym-play: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
+    """Compose and check everything (a mistake raises UsageError before anything interactive), then play."""
+    from omegaconf import OmegaConf
+
+    from agents.base import has_oracle, make_agent
+    from agents.config import UsageError, compose_play_config, env_options, to_play_config
+    from agents.display import Terminal, wants_color
+    from agents.play_loop import play
+
+    cfg = compose_play_config(overrides)
+    play_cfg = to_play_config(cfg)
+    if print_config:
+        sys.stdout.write(OmegaConf.to_yaml(cfg))
+        return 0
+    env_id = play_cfg.env["id"]
+    env = _make_env(env_id, env_options(play_cfg))
+    if play_cfg.agent == "oracle" and not has_oracle(env):
+        raise UsageError(f"environment {env_id!r} has no oracle; use agent=random or agent=human")
+    agent = None if play_cfg.agent == "human" else make_agent(play_cfg.agent, seed=play_cfg.seed)
+    term = Terminal(sys.stdout, sys.stdin, color=wants_color(sys.stdout, play_cfg.color))
+    return play(env, play_cfg, agent, term, help_text=KEYS)
+
+
+def _make_env(env_id: str, options: dict[str, Any]) -> TextEnv:
+    import envs
+    from agents.config import UsageError
+
+    try:
+        env = envs.make(env_id, **options)
+    except envs.UnknownEnvironmentError as exc:
+        raise UsageError(str(exc)) from exc
+    except (TypeError, ValueError) as exc:  # the registry's unknown-option error, or an env rejecting a value
+        raise UsageError(f"{exc} (set options with env.<option>=<value>)") from exc
+    if not isinstance(env, envs.TextEnv):
+        raise UsageError(f"environment {env_id!r} is a {type(env).__name__}, not an envs.TextEnv; it cannot be played")
+    return env
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""FrozenLake as a multi-turn text environment (RAGEN's convention).
+
+Walk from the start to the goal over frozen ice without falling into a hole. Each turn the agent sends
+up to ``max_actions_per_turn`` of the words Up, Down, Left, Right separated by ``||`` (optionally, or
+with ``require_answer_tag`` necessarily, inside ``<answer>...</answer>``); they are executed in order.
+
+Rewards and episode end:
+
+* reaching the goal: reward 1, ``terminated``, ``success``;
+* falling into a hole: reward 0, ``terminated``, no success;
+* ``max_steps`` moves made: ``truncated``; ``max_turns`` turns taken: ``truncated`` (the base class);
+* a turn with any invalid token, or no action at all, is invalid: ``format_penalty`` is subtracted.
+
+Turns that are only partly valid: the actions before the first invalid token are executed, then the
+turn counts as invalid. Actions beyond the cap are ignored (``info["actions_over_cap"]``), which does not
+make the turn invalid. Execution stops as soon as the episode ends mid-turn. Moving into the border is
+a move that leaves the player in place (it counts towards ``max_steps``).
+
+On slippery ice every move goes in the intended direction or in one of the two perpendicular
+directions, each with probability 1/3, drawn from ``self.np_random``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from envs.actions import ParsedActions, parse_actions
+from envs.core import StepOutcome, TextEnv
+from envs.frozenlake.maps import (
+    DIRECTIONS,
+    SLIP_OUTCOMES,
+    LakeMap,
+    Position,
+    count_holes,
+    generate_map,
+    normalize_size,
+    shortest_path,
+)
+from envs.frozenlake.planning import SlipperyPlanner
+from envs.frozenlake.text import Move, answer_example, describe_turn, instructions, render_grid
+
+__all__ = ["VOCABULARY", "FrozenLakeEnv"]
+
+VOCABULARY = tuple(DIRECTIONS)
+
+
+class FrozenLakeEnv(TextEnv):
+    """FrozenLake for LLM agents: random solvable maps, optional slippery ice, several moves per turn.
+
+    Args:
+        size: map size, an int for a square or ``[rows, columns]``. Ignored when ``desc`` is given.
+        frozen_ratio: fraction of tiles that are not holes, start and goal included; the map has
+            ``round((1 - frozen_ratio) * rows * columns)`` holes. Ignored when ``desc`` is given.
+        is_slippery: each move goes as intended or perpendicular, each with probability 1/3.
+        max_turns: turn limit (``None``: none), handled by :class:`~envs.core.TextEnv`.
+        max_steps: move limit per episode; reaching it truncates. The default, 100, is Gymnasium's
+            limit for its 4x4 map; with the default turn limit (5 turns of 5 moves) it never binds.
+        max_actions_per_turn: moves read per turn; the rest is ignored.
+        require_answer_tag: only text inside ``<answer>...</answer>`` counts.
+        format_penalty: subtracted from the reward of an invalid turn.
+        render_mode: ``"ansi"`` or ``None``.
+        desc: a fixed map instead of random ones: rows of ``S`` start, ``F`` frozen, ``H`` hole, ``G`` goal
+            (Gymnasium's letters; turngym's ``P``, ``_``, ``O`` are accepted too), or one string of such
+            lines. It need not be solvable. ``reset(options={"desc": ...})`` sets the map of one episode.
+
+    Info keys besides the standard ones: ``position`` and ``goal`` (row, column), ``steps`` (moves so
+    far); at reset ``map`` (the rows, usable as ``desc``); after a step ``actions_executed`` (the moves
+    asked for and made), ``directions_taken`` (where they went), ``slips``, ``actions_not_executed``
+    (valid actions skipped because the episode ended), ``actions_over_cap`` and ``invalid_reason``.
+    Metrics: ``moves``, ``slips`` and ``fell_in_hole`` for the episode so far.
+    """
+
+    def __init__(
+        self,
+        *,
+        size: int | tuple[int, int] | list[int] = 4,
+        frozen_ratio: float = 0.8,
+        is_slippery: bool = False,
+        max_turns: int | None = 5,
+        max_steps: int = 100,
+        max_actions_per_turn: int = 5,
+        require_answer_tag: bool = False,
+        format_penalty: float = 0.1,
+        render_mode: str | None = "ansi",
+        desc: str | Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if max_actions_per_turn < 1:
+            raise ValueError(f"max_actions_per_turn must be a positive integer, got {max_actions_per_turn!r}")
+        self.shape = normalize_size(size)
+        self.frozen_ratio = float(frozen_ratio)
+        self.num_holes = count_holes(self.shape, self.frozen_ratio)
+        self.fixed_map = None if desc is None else LakeMap.parse(desc)
+        self.is_slippery = bool(is_slippery)
+        self.max_steps = int(max_steps)
+        self.max_actions_per_turn = int(max_actions_per_turn)
+        self.require_answer_tag = bool(require_answer_tag)
+        self.instructions = instructions(
+            is_slippery=self.is_slippery,
+            max_actions_per_turn=self.max_actions_per_turn,
+            require_answer_tag=self.require_answer_tag,
+        )
+        self.action_format = answer_example(self.max_actions_per_turn, self.require_answer_tag)
+        self._lake: LakeMap | None = None
+        self._position: Position = (0, 0)
+        self._steps = 0
+        self._slips = 0
+        self._planner: SlipperyPlanner | None = None
+
+    @property
+    def lake(self) -> LakeMap | None:
+        """The current episode's map (``None`` before the first reset)."""
+        return self._lake
+
+    @property
+    def position(self) -> Position:
+        """The player's (row, column)."""
+        return self._position
+
+    # ----------------------------------------------------------------------------------------------
+    # TextEnv
+    # ----------------------------------------------------------------------------------------------
+    def _reset(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        if options.get("desc") is not None:
+            self._lake = LakeMap.parse(options["desc"])
+        elif self.fixed_map is not None:
+            self._lake = self.fixed_map
+        else:
+            self._lake = generate_map(self.np_random, self.shape, self.num_holes)
+        self._position = self._lake.start
+        self._steps = 0
+        self._slips = 0
+        self._planner = None
+        observation = f"{self.render_text()}\nYour move."
+        return observation, {**self._state_info(), "map": list(self._lake.rows)}
+
+    def _step(self, action: str) -> StepOutcome:
+        lake = self._require_lake()
+        parsed = parse_actions(
+            action, VOCABULARY, max_actions=self.max_actions_per_turn, require_tag=self.require_answer_tag
+        )
+        moves = self._execute(lake, parsed.actions)
+        tile = lake.tile(self._position)
+        outcome = {"H": "hole", "G": "goal"}.get(tile, "step_limit" if self._steps >= self.max_steps else "")
+        report = describe_turn(
+            moves,
+            outcome=outcome,
+            error=parsed.error,
+            over_cap=parsed.dropped > 0,
+            max_actions_per_turn=self.max_actions_per_turn,
+            require_answer_tag=self.require_answer_tag,
+        )
+        return StepOutcome(
+            observation=f"{report}\n{self.render_text()}",
+            reward=1.0 if outcome == "goal" else 0.0,
+            terminated=outcome in ("goal", "hole"),
+            truncated=outcome == "step_limit",
+            success=outcome == "goal",
+            action_is_valid=parsed.is_valid,
+            metrics={"moves": self._steps, "slips": self._slips, "fell_in_hole": float(outcome == "hole")},
+            extra_info=self._step_info(parsed, moves),
+        )
+
+    def render_text(self, color: bool = False) -> str:
+        return render_grid(self._require_lake(), self._position, color=color)
+
+    def oracle(self) -> list[str] | None:
+        """The reference action texts from the current state, one per turn.
+
+        Deterministic ice: a shortest path, ``max_actions_per_turn`` moves per turn. Slippery ice: one
+        move, the one most likely to reach the goal within the moves and turns left when every later
+        move is chosen the same way (ask again each turn; see :mod:`envs.frozenlake.planning`).
+        ``None`` before reset or when no path to the goal exists; ``[]`` once the episode is over.
+        """
+        if self._lake is None:
+            return None
+        if self.episode_over:
+            return []
+        path = shortest_path(self._lake, self._position)
+        if path is None:
+            return None
+        if self.is_slippery:
+            if self._planner is None:
+                self._planner = SlipperyPlanner(self._lake)
+            return [self._wrap(self._planner.best_action(self._position, self._moves_left()))]
+        size = self.max_actions_per_turn
+        return [self._wrap(" || ".join(path[i : i + size])) for i in range(0, len(path), size)]
+
+    def valid_actions(self) -> list[str]:
+        return [self._wrap(word) for word in VOCABULARY]
+
+    # ----------------------------------------------------------------------------------------------
+    # Dynamics
+    # ----------------------------------------------------------------------------------------------
+    def _execute(self, lake: LakeMap, actions: Sequence[str]) -> list[Move]:
+        """Make the moves in order until the goal, a hole or the step limit."""
+        moves = []
+        for intended in actions:
+            if self._steps >= self.max_steps or lake.tile(self._position) in "HG":
+                break
+            taken = intended
+            if self.is_slippery:
+                taken = SLIP_OUTCOMES[intended][int(self.np_random.integers(3))]
+                self._slips += taken != intended
+            target = lake.move(self._position, taken)
+            moves.append(Move(intended, taken, moved=target != self._position))
+            self._position = target
+            self._steps += 1
+        return moves
+
+    def _moves_left(self) -> int:
+        """Moves the agent can still make at one move per turn, as the slippery oracle does."""
+        left = self.max_steps - self._steps
+        if self.max_turns is not None:
+            left = min(left, self.max_turns - self.turn)
+        return left
+
+    def _state_info(self) -> dict[str, Any]:
+        lake = self._require_lake()
+        return {"position": self._position, "goal": lake.goal, "steps": self._steps}
+
+    def _step_info(self, parsed: ParsedActions, moves: Sequence[Move]) -> dict[str, Any]:
+        return {
+            **self._state_info(),
+            "actions_executed": [m.intended for m in moves],
+            "directions_taken": [m.taken for m in moves],
+            "slips": sum(m.taken != m.intended for m in moves),
+            "actions_not_executed": len(parsed.actions) - len(moves),
+            "actions_over_cap": parsed.dropped > 0,
+            "invalid_reason": parsed.error,
+        }
+
+    def _wrap(self, text: str) -> str:
+        return f"<answer>{text}</answer>" if self.require_answer_tag else text
+
+    def _require_lake(self) -> LakeMap:
+        if self._lake is None:
+            raise RuntimeError("FrozenLakeEnv has no map before reset(); call reset() first")
+        return self._lake

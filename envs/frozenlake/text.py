@@ -1,0 +1,131 @@
+"""What the FrozenLake agent reads: the instructions, the grid, and the report of each turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from envs.frozenlake.maps import LakeMap, Position
+
+__all__ = ["Move", "answer_example", "describe_turn", "expected_format", "instructions", "render_grid"]
+
+# Board symbols (RAGEN's convention) and their ANSI colours for render().
+_PLAYER, _FROZEN, _HOLE, _GOAL, _PLAYER_IN_HOLE, _PLAYER_ON_GOAL = "P", "_", "O", "G", "X", "√"
+_COLORS = {
+    _PLAYER: "\x1b[1;33m",
+    _FROZEN: "\x1b[2m",
+    _HOLE: "\x1b[34m",
+    _GOAL: "\x1b[1;32m",
+    _PLAYER_IN_HOLE: "\x1b[1;31m",
+    _PLAYER_ON_GOAL: "\x1b[1;32m",
+}
+_RESET = "\x1b[0m"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One executed move: the direction asked for, the one taken (they differ after a slip), whether it moved."""
+
+    intended: str
+    taken: str
+    moved: bool
+
+
+def render_grid(lake: LakeMap, position: Position, *, color: bool = False) -> str:
+    """The map as rows of symbols, the player drawn at ``position``."""
+    lines = []
+    for r, row in enumerate(lake.rows):
+        symbols = []
+        for c, tile in enumerate(row):
+            symbol = _tile_symbol(tile, (r, c) == position)
+            symbols.append(f"{_COLORS[symbol]}{symbol}{_RESET}" if color else symbol)
+        lines.append("".join(symbols))
+    return "\n".join(lines)
+
+
+def _tile_symbol(tile: str, has_player: bool) -> str:
+    if tile == "H":
+        return _PLAYER_IN_HOLE if has_player else _HOLE
+    if tile == "G":
+        return _PLAYER_ON_GOAL if has_player else _GOAL
+    return _PLAYER if has_player else _FROZEN
+
+
+def answer_example(max_actions_per_turn: int, require_answer_tag: bool) -> str:
+    """An example of a well-formed turn."""
+    example = "Right" if max_actions_per_turn == 1 else "Right || Down"
+    return f"<answer>{example}</answer>" if require_answer_tag else example
+
+
+def expected_format(max_actions_per_turn: int, require_answer_tag: bool) -> str:
+    """One sentence on the action format, used in the instructions and after an invalid turn."""
+    plural = "" if max_actions_per_turn == 1 else f" (up to {max_actions_per_turn}, separated by ||)"
+    wrap = " inside <answer></answer>" if require_answer_tag else ""
+    example = answer_example(max_actions_per_turn, require_answer_tag)
+    return f"Answer with Up, Down, Left or Right{plural}{wrap}, e.g. {example}"
+
+
+def instructions(*, is_slippery: bool, max_actions_per_turn: int, require_answer_tag: bool) -> str:
+    """The system prompt: goal, legend, rules and the action format (constant for a configuration)."""
+    lines = [
+        "You are walking on a frozen lake. Reach the goal without falling into a hole.",
+        "",
+        "Map symbols:",
+        f"{_PLAYER}: you",
+        f"{_FROZEN}: frozen ice, safe to walk on",
+        f"{_HOLE}: a hole",
+        f"{_GOAL}: the goal",
+        f"{_PLAYER_IN_HOLE}: you, fallen into a hole",
+        f"{_PLAYER_ON_GOAL}: you, on the goal",
+        "",
+        "Rules:",
+        "- Each move takes you one tile Up, Down, Left or Right (Up is towards the first row).",
+        "- Moving into the edge of the lake leaves you where you are.",
+        "- Reaching the goal gives a reward of 1 and ends the game; falling into a hole ends it with 0.",
+    ]
+    if is_slippery:
+        lines.append(
+            "- The ice is slippery: a move goes in the direction you chose with probability 1/3 and in "
+            "each of the two perpendicular directions with probability 1/3."
+        )
+    if max_actions_per_turn > 1:
+        lines.append(f"- You may send up to {max_actions_per_turn} moves per turn; they are made in order.")
+    if require_answer_tag:
+        lines.append("- You may think first inside <think></think>; only the <answer> block is read.")
+    lines += ["", expected_format(max_actions_per_turn, require_answer_tag) + "."]
+    return "\n".join(lines)
+
+
+def describe_turn(
+    moves: Sequence[Move],
+    *,
+    outcome: str,
+    error: str,
+    over_cap: bool,
+    max_actions_per_turn: int,
+    require_answer_tag: bool,
+) -> str:
+    """The report of one turn (without the grid). ``outcome``: "goal", "hole", "step_limit" or ""."""
+    lines = []
+    if moves:
+        lines.append("You moved: " + ", ".join(_describe_move(m) for m in moves) + ".")
+    if error:
+        rest = "The rest of your answer was ignored" if moves else "Nothing happened"
+        lines.append(f"Invalid action: {error}. {rest}. {expected_format(max_actions_per_turn, require_answer_tag)}.")
+    if over_cap:
+        lines.append(f"You may send at most {max_actions_per_turn} per turn; the rest was ignored.")
+    lines.append(_OUTCOMES[outcome])
+    return "\n".join(line for line in lines if line)
+
+
+_OUTCOMES = {
+    "goal": "You reached the goal!",
+    "hole": "You fell into a hole. Game over.",
+    "step_limit": "You ran out of moves. Game over.",
+    "": "",
+}
+
+
+def _describe_move(move: Move) -> str:
+    text = move.intended if move.taken == move.intended else f"{move.intended} (slipped {move.taken})"
+    return text if move.moved else f"{text} (blocked by the edge)"
