@@ -10,9 +10,12 @@ The grammar the grid environments accept (RAGEN's convention, read leniently)::
 * Outside ``require_tag`` mode, text without an ``<answer>`` tag is read whole (minus think blocks).
 * Separators: ``||`` is canonical; ``|``, ``,``, ``;`` and new lines are accepted too.
 * A word matches a vocabulary entry case-insensitively, ignoring surrounding whitespace, quotes and
-  punctuation (``"up."`` is ``Up``). Aliases map other words onto vocabulary entries.
+  punctuation (``"up."`` is ``Up``). Aliases map other words onto vocabulary entries. A token that
+  is not one entry but splits on whitespace into entries only is read as those (``"Up Left"``);
+  prose such as ``"go up"`` is not an action.
 * Parsing stops at the first token that is not an action: the actions before it are kept, the rest
-  is reported. Nothing is read beyond ``max_actions + 1`` tokens, so megabytes of text cost little.
+  is reported. Parsing also stops once ``max_actions`` actions are read and one more is seen: what
+  follows the cap is ignored unread (``over_cap``), so megabytes of text cost little.
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ class ParsedActions:
     """The result of reading one turn's text.
 
     ``actions``: canonical vocabulary words in order (at most ``max_actions``). ``error``: why the
-    text is not a fully valid action ("" when it is). ``dropped``: valid actions beyond the cap.
+    text is not a fully valid action ("" when it is). ``over_cap``: more actions followed the cap
+    (they are ignored, not an error).
     """
 
     actions: tuple[str, ...]
     error: str = ""
-    dropped: int = 0
+    over_cap: bool = False
 
     @property
     def is_valid(self) -> bool:
@@ -85,21 +89,33 @@ def parse_actions(
         return ParsedActions((), error="no <answer>...</answer> block found")
 
     actions: list[str] = []
-    dropped = 0
+    over_cap = False
     error = ""
     for token in _tokens(answer):
-        word = lookup.get(token.strip(_STRIP).lower())
-        if word is None:
+        words = _read_token(token, lookup)
+        if words is None:
             error = f"{_shorten(token.strip())!r} is not an action"
             break
-        if len(actions) < max_actions:
-            actions.append(word)
-        else:
-            dropped += 1
-            break  # one token past the cap is enough to know some were dropped
+        room = max_actions - len(actions)
+        actions.extend(words[:room])
+        if len(words) > room:
+            over_cap = True
+            break
     if not actions and not error:
         error = "no action found"
-    return ParsedActions(tuple(actions), error=error, dropped=dropped)
+    return ParsedActions(tuple(actions), error=error, over_cap=over_cap)
+
+
+def _read_token(token: str, lookup: Mapping[str, str]) -> list[str] | None:
+    """The vocabulary words in one token: a single entry, or entries separated by whitespace; else None."""
+    word = lookup.get(token.strip(_STRIP).lower())
+    if word is not None:
+        return [word]
+    parts = token.split()
+    if len(parts) < 2 or len(parts) > 64:  # a long run of words is prose, not a list of moves
+        return None
+    words = [lookup.get(part.strip(_STRIP).lower()) for part in parts]
+    return None if None in words else words  # type: ignore[return-value]
 
 
 def _tokens(answer: str) -> Iterable[str]:

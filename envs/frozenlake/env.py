@@ -149,7 +149,7 @@ class FrozenLakeEnv(TextEnv):
             moves,
             outcome=outcome,
             error=parsed.error,
-            over_cap=parsed.dropped > 0,
+            over_cap=parsed.over_cap,
             max_actions_per_turn=self.max_actions_per_turn,
             require_answer_tag=self.require_answer_tag,
         )
@@ -229,7 +229,7 @@ class FrozenLakeEnv(TextEnv):
             "directions_taken": [m.taken for m in moves],
             "slips": sum(m.taken != m.intended for m in moves),
             "actions_not_executed": len(parsed.actions) - len(moves),
-            "actions_over_cap": parsed.dropped > 0,
+            "actions_over_cap": parsed.over_cap,
             "invalid_reason": parsed.error,
         }
 

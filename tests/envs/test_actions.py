@@ -28,6 +28,8 @@ MOVES = ("Up", "Down", "Left", "Right")
         ("<answer></answer>", (), "no action found"),
         ("<think>Up</think>", (), "no action found"),
         ("I will go up", (), "'I will go up' is not an action"),
+        ("<answer>Up Left  down</answer>", ("Up", "Left", "Down"), ""),  # space-separated moves
+        ("Up || go left", ("Up",), "'go left' is not an action"),
     ],
 )
 def test_parse_actions(text, actions, error):
@@ -37,7 +39,10 @@ def test_parse_actions(text, actions, error):
 
 def test_actions_beyond_the_cap_are_dropped_and_counted():
     parsed = parse_actions("Up || Up || Down || Down", MOVES, max_actions=2)
-    assert (parsed.actions, parsed.dropped, parsed.is_valid) == (("Up", "Up"), 1, True)
+    assert (parsed.actions, parsed.over_cap, parsed.is_valid) == (("Up", "Up"), True, True)
+    parsed = parse_actions("Up Down Left", MOVES, max_actions=2)
+    assert (parsed.actions, parsed.over_cap) == (("Up", "Down"), True)
+    assert not parse_actions("Up || Down", MOVES, max_actions=2).over_cap
 
 
 def test_required_tag_and_aliases():
@@ -86,7 +91,7 @@ def test_well_formed_answers_round_trip(moves, separator, wrapped, thought):
         text = f"<think>{thought}</think><answer>{text}</answer>"
     parsed = parse_actions(text, MOVES, max_actions=5)
     assert parsed.actions == tuple(moves[:5])
-    assert parsed.dropped == (1 if len(moves) > 5 else 0)
+    assert parsed.over_cap == (len(moves) > 5)
     assert parsed.is_valid
 
 

@@ -193,3 +193,26 @@ def test_any_text_is_a_normal_step(actions):
         assert info["action_is_valid"] == (reward != -0.1)
         if terminated or truncated:
             break
+
+
+def test_step_reward_is_rounded_after_the_format_penalty():
+    class TwoMovesThenJunk(GuessEnv):
+        def _step(self, action):
+            return envs.StepOutcome("moved twice, then junk", reward=-0.1 + -0.1, action_is_valid=False)
+
+    env = TwoMovesThenJunk()
+    env.reset(seed=0)
+    assert -0.1 + -0.1 - 0.1 != -0.3  # float noise the base class removes
+    assert env.step("Up || Up || junk")[1] == -0.3
+
+
+def test_info_values_are_fresh_objects_on_every_call():
+    class Nested(GuessEnv):
+        def _step(self, action):
+            return envs.StepOutcome("x", extra_info={"grid": [[0, 1], [2, 3]], "pos": (1, [2])})
+
+    env = Nested()
+    env.reset(seed=0)
+    first, second = env.step("1")[4], env.step("2")[4]
+    assert first["grid"] == second["grid"] and first["grid"] is not second["grid"]
+    assert first["grid"][0] is not second["grid"][0] and first["pos"][1] is not second["pos"][1]

@@ -1,0 +1,372 @@
+"""Sokoban as a multi-turn text environment: gym-sokoban's rules and rewards, RAGEN's text convention.
+
+Each turn the agent sends up to ``max_actions_per_turn`` of the words Up, Down, Left, Right separated
+by ``||`` (optionally, or with ``require_answer_tag`` necessarily, inside ``<answer>...</answer>``);
+they are executed in order.
+
+Rewards (gym-sokoban's), summed over the moves of a turn: -0.1 per move, blocked moves included; +1
+when a box lands on a target, -1 when one leaves a target; +10 when every box is on a target. The sum
+is rounded to 10 decimals so that, say, three moves give exactly -0.3.
+
+Episode end: every box on a target: ``terminated`` and ``success``. ``max_steps`` moves made:
+``truncated``; ``max_turns`` turns taken: ``truncated`` (the base class). A turn with any invalid token,
+or no action at all, is invalid and ``format_penalty`` is subtracted; the actions before the first
+invalid token are still executed. Actions beyond the cap are ignored (``info["actions_over_cap"]``),
+which does not make the turn invalid. Execution stops as soon as the episode ends mid-turn.
+
+Levels come from :func:`envs.sokoban.generator.generate_level` (seeded by ``self.np_random``), from an
+XSB file (``level_file``; the seed picks a level) or from ``reset(options=...)``: ``{"level": xsb_text}``
+plays that level, ``{"level_index": i}`` the i-th level of ``level_file``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from numbers import Integral
+from pathlib import Path
+from typing import Any
+
+from envs.actions import ParsedActions, parse_actions
+from envs.core import StepOutcome, TextEnv
+from envs.sokoban.generator import generate_level, min_floor_cells
+from envs.sokoban.room import ACTIONS, PUSHED, Board, Level
+from envs.sokoban.solver import Solution, solve
+from envs.sokoban.text import MoveReport, answer_example, describe_turn, instructions, status_line
+from envs.sokoban.xsb import load_xsb, parse_xsb
+
+__all__ = ["LEVELS_DIR", "STEP_REWARD", "SokobanEnv"]
+
+STEP_REWARD = -0.1  # every move, blocked or not
+BOX_ON_TARGET_REWARD = 1.0  # per box that lands on a target (the same amount is lost when one leaves)
+SOLVED_REWARD = 10.0
+LEVELS_DIR = Path(__file__).parent / "levels"
+_SOLVER_EXPANSIONS = 200_000  # for levels from files and for the oracle; generated levels come solved
+
+
+class SokobanEnv(TextEnv):
+    """Sokoban for LLM agents: generated levels with a known optimal solution, several moves per turn.
+
+    Args:
+        dim: room size including the outer walls (gym-sokoban's convention): an int for a square room
+            or ``[rows, columns]``. ``6`` is RAGEN's "simple" 6x6 room. Ignored with ``level_file``.
+        num_boxes: boxes (and targets) per generated level. Ignored with ``level_file``.
+        max_turns: turn limit (``None``: none), handled by :class:`~envs.core.TextEnv`.
+        max_steps: move limit per episode; reaching it truncates. The default, 100, never binds with
+            the default turn limit (5 turns of 5 moves), as in FrozenLake.
+        max_actions_per_turn: moves read per turn (RAGEN uses 5); the rest is ignored.
+        require_answer_tag: only text inside ``<answer>...</answer>`` counts.
+        format_penalty: subtracted from the reward of an invalid turn.
+        min_pushes: generated levels need at least this many pushes (every box also starts off its
+            target, so at least ``num_boxes``).
+        max_moves: generated levels are solvable in at most this many moves. ``None``: the episode's
+            move budget, ``min(max_steps, max_turns * max_actions_per_turn)``; a larger value is
+            lowered to that budget, so that every generated level can be solved within the limits.
+        level_file: an XSB file (a path, or a file name in ``envs/sokoban/levels/``) to draw levels
+            from instead of generating them; the seed picks the level.
+        max_attempts: rooms the generator may try per level before it raises
+            :class:`~envs.sokoban.generator.GenerationError` (seeded, so no wall-clock limit).
+        render_mode: ``"ansi"`` or ``None``.
+
+    Info keys besides the standard ones: ``boxes_on_target``, ``num_boxes``, ``steps`` (moves so far),
+    ``pushes``, ``optimal_moves`` (of the start position; ``None`` if unsolvable or unknown) and
+    ``level_name``; after a step also ``actions_executed``, ``actions_not_executed`` (valid actions
+    skipped because the episode ended), ``actions_over_cap`` and ``invalid_reason``. Metrics:
+    ``boxes_on_target_fraction``, ``moves`` and ``pushes`` for the episode so far.
+    """
+
+    def __init__(
+        self,
+        *,
+        dim: int | tuple[int, int] | list[int] = 6,
+        num_boxes: int = 1,
+        max_turns: int | None = 5,
+        max_steps: int = 100,
+        max_actions_per_turn: int = 5,
+        require_answer_tag: bool = False,
+        format_penalty: float = 0.1,
+        min_pushes: int = 1,
+        max_moves: int | None = None,
+        level_file: str | None = None,
+        max_attempts: int = 200,
+        render_mode: str | None = "ansi",
+    ) -> None:
+        super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
+        _check_positive(
+            max_steps=max_steps,
+            max_actions_per_turn=max_actions_per_turn,
+            max_attempts=max_attempts,
+            num_boxes=num_boxes,
+            min_pushes=min_pushes,
+        )
+        self.max_steps = int(max_steps)
+        self.max_actions_per_turn = int(max_actions_per_turn)
+        self.require_answer_tag = bool(require_answer_tag)
+        self.max_attempts = int(max_attempts)
+        self.levels = _load_level_file(level_file) if level_file is not None else None
+        self.shape = _normalize_dim(dim)
+        self.num_boxes = int(num_boxes)
+        self.min_pushes = int(min_pushes)
+        self.max_moves = self._move_bound(max_moves)
+        if self.levels is None:
+            self._check_generator_options()
+        self.instructions = instructions(
+            max_actions_per_turn=self.max_actions_per_turn, require_answer_tag=self.require_answer_tag
+        )
+        self.action_format = answer_example(self.require_answer_tag)
+        self._level: Level | None = None
+        self._board: Board | None = None
+        self._optimal: Solution | None = None
+        self._steps = 0
+        self._pushes = 0
+        self._plan: dict[tuple[frozenset[int], int], tuple[str, ...]] = {}
+        self._file_solutions: dict[int, Solution | None] = {}
+
+    @property
+    def level(self) -> Level | None:
+        """The current episode's start position (``None`` before the first reset)."""
+        return self._level
+
+    @property
+    def optimal_solution(self) -> Solution | None:
+        """An optimal solution of the start position (``None``: unsolvable, or beyond the solver's budget)."""
+        return self._optimal
+
+    @property
+    def board(self) -> Board:
+        """The current position (read it, do not move it: use :meth:`step`)."""
+        return self._require_board()
+
+    # ----------------------------------------------------------------------------------------------
+    # TextEnv
+    # ----------------------------------------------------------------------------------------------
+    def _reset(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        self._level, self._optimal = self._choose_level(options)
+        self._board = Board(self._level)
+        self._steps = 0
+        self._pushes = 0
+        self._plan = {}
+        if self._optimal is not None:
+            self._remember_plan(self._level, self._optimal.moves)
+        observation = f"{self.render_text()}\n{self._status()} Your move."
+        return observation, self._state_info()
+
+    def _step(self, action: str) -> StepOutcome:
+        board = self._require_board()
+        parsed = parse_actions(
+            action, ACTIONS, max_actions=self.max_actions_per_turn, require_tag=self.require_answer_tag
+        )
+        on_target_before = board.boxes_on_target
+        moves = self._execute(board, parsed.actions)
+        solved = board.solved
+        out_of_steps = not solved and self._steps >= self.max_steps
+        reward = (
+            len(moves) * STEP_REWARD
+            + (board.boxes_on_target - on_target_before) * BOX_ON_TARGET_REWARD
+            + (SOLVED_REWARD if solved else 0.0)
+        )
+        report = describe_turn(
+            moves,
+            outcome="solved" if solved else "step_limit" if out_of_steps else "",
+            error=parsed.error,
+            over_cap=parsed.over_cap,
+            not_executed=len(parsed.actions) - len(moves),
+            max_actions_per_turn=self.max_actions_per_turn,
+            require_answer_tag=self.require_answer_tag,
+        )
+        return StepOutcome(
+            observation=f"{report}\n{board.render()}\n{self._status()}",
+            reward=round(reward, 10),
+            terminated=solved,
+            truncated=out_of_steps,
+            success=solved,
+            action_is_valid=parsed.is_valid,
+            metrics={
+                "boxes_on_target_fraction": board.boxes_on_target / len(board.boxes),
+                "moves": self._steps,
+                "pushes": self._pushes,
+            },
+            extra_info=self._step_info(parsed, moves),
+        )
+
+    def render_text(self, color: bool = False) -> str:
+        return self._require_board().render(color=color)
+
+    def oracle(self) -> list[str] | None:
+        """An optimal solution (fewest moves, then fewest pushes) from the current position, packed
+        ``max_actions_per_turn`` moves per turn. ``[]`` once the episode is over; ``None`` before reset, when
+        the position is unsolvable (a box stuck in a corner, say) or when the solver's budget runs out.
+        """
+        if self._board is None:
+            return None
+        if self.episode_over:
+            return []
+        moves = self._plan.get((frozenset(self._board.boxes), self._board.player))
+        if moves is None:
+            position = self._board.snapshot()
+            result = solve(position, max_expansions=_SOLVER_EXPANSIONS)
+            if result.solution is None:
+                return None
+            moves = result.solution.moves
+            self._remember_plan(position, moves)
+        size = self.max_actions_per_turn
+        return [self._wrap(" || ".join(moves[i : i + size])) for i in range(0, len(moves), size)]
+
+    def valid_actions(self) -> list[str]:
+        return [self._wrap(word) for word in ACTIONS]
+
+    # ----------------------------------------------------------------------------------------------
+    # Levels and dynamics
+    # ----------------------------------------------------------------------------------------------
+    def _choose_level(self, options: Mapping[str, Any]) -> tuple[Level, Solution | None]:
+        """The start position for an episode and its optimal solution (``None``: unsolvable or unknown)."""
+        unknown = sorted(set(options) - {"level", "level_index"})
+        if unknown:
+            raise ValueError(f"unknown reset options {unknown}; SokobanEnv accepts 'level' and 'level_index'")
+        if options.get("level") is not None:
+            levels = parse_xsb(str(options["level"]), source="options['level']")
+            if len(levels) != 1:
+                raise ValueError(f"options['level'] must hold one level in XSB text, found {len(levels)}")
+            return levels[0], _solve_start(levels[0])
+        if self.levels is not None:
+            index = options.get("level_index")
+            if index is None:
+                index = int(self.np_random.integers(len(self.levels)))
+            if not 0 <= index < len(self.levels):
+                raise ValueError(f"level_index must lie in [0, {len(self.levels)}), got {index!r}")
+            if index not in self._file_solutions:
+                self._file_solutions[index] = _solve_start(self.levels[index])
+            return self.levels[index], self._file_solutions[index]
+        if options.get("level_index") is not None:
+            raise ValueError("the option 'level_index' needs a level_file")
+        rows, cols = self.shape
+        generated = generate_level(
+            rows,
+            cols,
+            self.num_boxes,
+            self.np_random,
+            min_pushes=self.min_pushes,
+            max_moves=self.max_moves,
+            max_attempts=self.max_attempts,
+        )
+        return generated.level, generated.solution
+
+    def _execute(self, board: Board, actions: tuple[str, ...]) -> list[MoveReport]:
+        """Make the moves in order until the puzzle is solved or the step limit is reached."""
+        moves = []
+        for action in actions:
+            if board.solved or self._steps >= self.max_steps:
+                break
+            before = board.boxes_on_target
+            result = board.move(action)
+            self._steps += 1
+            self._pushes += result == PUSHED
+            moves.append(MoveReport(action, result, board.boxes_on_target - before))
+        return moves
+
+    def _remember_plan(self, position: Level, moves: tuple[str, ...]) -> None:
+        """Index an optimal solution by every position along it: each suffix is optimal from its position."""
+        board = Board(position)
+        for i, action in enumerate(moves):
+            self._plan[(frozenset(board.boxes), board.player)] = moves[i:]
+            board.move(action)
+
+    def _move_bound(self, max_moves: int | None) -> int:
+        """The generator's bound on optimal moves: ``max_moves`` within the episode's move budget."""
+        budget = self.max_steps
+        if self.max_turns is not None:
+            budget = min(budget, self.max_turns * self.max_actions_per_turn)
+        if max_moves is None:
+            return budget
+        _check_positive(max_moves=max_moves)
+        return min(int(max_moves), budget)
+
+    def _check_generator_options(self) -> None:
+        rows, cols = self.shape
+        interior = max(rows - 2, 0) * max(cols - 2, 0)
+        if interior < min_floor_cells(self.num_boxes):
+            raise ValueError(
+                f"a {rows}x{cols} room (outer walls included) has {interior} inner cells, too few for "
+                f"{self.num_boxes} box(es): they need at least {min_floor_cells(self.num_boxes)}; "
+                "use a larger dim or fewer boxes"
+            )
+        if max(self.min_pushes, self.num_boxes) > self.max_moves:
+            raise ValueError(
+                f"levels need at least {max(self.min_pushes, self.num_boxes)} pushes (min_pushes, num_boxes) but "
+                f"may take at most {self.max_moves} moves (max_moves, max_steps, max_turns * max_actions_per_turn)"
+            )
+
+    # ----------------------------------------------------------------------------------------------
+    # Text and info
+    # ----------------------------------------------------------------------------------------------
+    def _status(self) -> str:
+        board = self._require_board()
+        return status_line(board.boxes_on_target, len(board.boxes), self.max_steps - self._steps)
+
+    def _state_info(self) -> dict[str, Any]:
+        board = self._require_board()
+        level = self._level
+        assert level is not None
+        return {
+            "boxes_on_target": board.boxes_on_target,
+            "num_boxes": len(board.boxes),
+            "steps": self._steps,
+            "pushes": self._pushes,
+            "optimal_moves": None if self._optimal is None else self._optimal.num_moves,
+            "level_name": level.name,
+        }
+
+    def _step_info(self, parsed: ParsedActions, moves: list[MoveReport]) -> dict[str, Any]:
+        return {
+            **self._state_info(),
+            "actions_executed": [m.action for m in moves],
+            "actions_not_executed": len(parsed.actions) - len(moves),
+            "actions_over_cap": parsed.over_cap,
+            "invalid_reason": parsed.error,
+        }
+
+    def _wrap(self, text: str) -> str:
+        return f"<answer>{text}</answer>" if self.require_answer_tag else text
+
+    def _require_board(self) -> Board:
+        if self._board is None:
+            raise RuntimeError("SokobanEnv has no level before reset(); call reset() first")
+        return self._board
+
+
+def _normalize_dim(dim: int | tuple[int, int] | list[int]) -> tuple[int, int]:
+    """(rows, columns) from an int or a pair (any sequence, e.g. an OmegaConf ListConfig)."""
+    if isinstance(dim, Integral) and not isinstance(dim, bool):
+        shape = (int(dim), int(dim))
+    elif (
+        isinstance(dim, Sequence)
+        and not isinstance(dim, str)
+        and len(dim) == 2
+        and all(isinstance(d, Integral) and not isinstance(d, bool) for d in dim)
+    ):
+        shape = (int(dim[0]), int(dim[1]))
+    else:
+        raise TypeError(f"dim must be an int or a pair [rows, columns] of ints, got {dim!r}")
+    if min(shape) < 3:
+        raise ValueError(f"dim counts the outer walls and must be at least 3 in each direction, got {dim!r}")
+    return shape
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _load_level_file(level_file: str) -> list[Level]:
+    """Levels of an XSB file given as a path or as a file name in :data:`LEVELS_DIR`."""
+    path = Path(level_file)
+    if not path.is_file() and (LEVELS_DIR / level_file).is_file():
+        path = LEVELS_DIR / level_file
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.name for p in LEVELS_DIR.glob("*.xsb")))
+        raise FileNotFoundError(f"level_file {level_file!r} is neither a file nor one of the shipped files: {shipped}")
+    return load_xsb(path)
+
+
+def _solve_start(level: Level) -> Solution | None:
+    return solve(level, max_expansions=_SOLVER_EXPANSIONS).solution

@@ -1,0 +1,281 @@
+"""SokobanEnv: the Gymnasium contract, seeding, the oracle, robustness to any text, options and config."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+import envs
+from envs.sokoban import ACTIONS, SokobanEnv, solve
+from envs.sokoban.env import LEVELS_DIR
+
+CONFIG = Path(__file__).resolve().parents[3] / "configs" / "env" / "sokoban.yaml"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+# --------------------------------------------------------------------------------------------------
+# Gymnasium contract and registration
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:.*alternative render modes")
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"dim": [7, 8], "num_boxes": 2, "max_turns": None},
+        {"dim": 8, "num_boxes": 2, "require_answer_tag": True, "max_actions_per_turn": 1, "max_turns": 20},
+        {"level_file": "tutorial.xsb"},
+    ],
+)
+def test_check_env_direct(kwargs):
+    check_env(SokobanEnv(**kwargs))
+
+
+def test_check_env_through_gymnasium_make():
+    env = gym.make("turngym/Sokoban-v0", dim=7, num_boxes=2)
+    assert isinstance(env.unwrapped, SokobanEnv)
+    check_env(env.unwrapped)
+    assert env.reset(seed=3)[0] == envs.make("sokoban", dim=7, num_boxes=2).reset(seed=3)[0]
+
+
+def test_registry_make_uses_the_defaults():
+    env = envs.make("sokoban")
+    assert isinstance(env, SokobanEnv)
+    assert (env.shape, env.num_boxes, env.max_turns, env.max_steps, env.max_actions_per_turn) == ((6, 6), 1, 5, 100, 5)
+    assert env.max_moves == 25  # the move budget: 5 turns of 5 moves
+
+
+def test_config_lists_every_option_with_its_default():
+    config = yaml.safe_load(CONFIG.read_text())
+    assert config.pop("id") == "sokoban"
+    defaults = {name: p.default for name, p in inspect.signature(SokobanEnv).parameters.items()}
+    assert config == defaults
+    SokobanEnv(**config).reset(seed=0)
+
+
+def test_config_values_from_omegaconf_are_accepted():
+    config = OmegaConf.load(CONFIG)
+    config.dim, config.num_boxes = [7, 9], 2  # a ListConfig, not a list
+    env = SokobanEnv(**{k: v for k, v in config.items() if k != "id"})
+    env.reset(seed=0)
+    assert env.shape == (7, 9) and (env.level.rows, env.level.cols) == (7, 9)
+
+
+# --------------------------------------------------------------------------------------------------
+# Seeding
+# --------------------------------------------------------------------------------------------------
+def test_same_seed_and_actions_give_the_same_episode():
+    actions = ["Right || Down", "Down", "Left || Left || Up", "nonsense", "Right || Right || Down || Down"]
+
+    def play(seed: int) -> list:
+        env = SokobanEnv(dim=8, num_boxes=2, max_turns=None)
+        record = [env.reset(seed=seed)]
+        for action in actions:
+            if env.episode_over:
+                break
+            record.append(env.step(action))
+        return record
+
+    assert play(3) == play(3)
+    assert play(3) != play(4)
+
+
+def test_seeds_draw_different_levels():
+    env = SokobanEnv()
+    boards = {env.reset(seed=seed)[0] for seed in range(50)}
+    assert len(boards) >= 45
+
+
+def test_reset_without_seed_continues_the_generator():
+    env = SokobanEnv()
+    first = env.reset(seed=1)[0]
+    second = env.reset()[0]
+    assert first != second and SokobanEnv().reset(seed=1)[0] == first
+
+
+# --------------------------------------------------------------------------------------------------
+# Observations, info, rendering
+# --------------------------------------------------------------------------------------------------
+def test_first_observation_info_and_render():
+    env = SokobanEnv()
+    observation, info = env.reset(seed=0)
+    board = env.render_text()
+    assert observation.startswith(board + "\n") and "Boxes on targets: 0/1" in observation
+    assert set(board) <= set("#_OXP\n")
+    assert ANSI.sub("", env.render()) == board and "\x1b[" in env.render()
+    assert SokobanEnv(render_mode=None).render() is None
+    assert info["num_boxes"] == 1 and info["boxes_on_target"] == 0 and info["steps"] == 0
+    assert info["optimal_moves"] == solve(env.level).solution.num_moves
+
+
+def test_instructions_explain_legend_rules_and_format():
+    text = SokobanEnv(require_answer_tag=True).instructions
+    for symbol in ("#: wall", "_: floor", "O: target", "X: box", "√: box on a target", "P: you", "S: you"):
+        assert symbol in text
+    assert "<answer>Up || Left</answer>" in text and "up to 5" in text
+    assert SokobanEnv().instructions == SokobanEnv().instructions  # constant per configuration
+
+
+def test_metrics_after_a_step():
+    env = SokobanEnv(max_turns=None)
+    env.reset(seed=0, options={"level": "#######\n#@$.  #\n#  .$ #\n#######"})
+    _, _, _, _, info = env.step("Right || Down")
+    assert info["metrics"] == {"boxes_on_target_fraction": 0.5, "moves": 2.0, "pushes": 1.0}
+
+
+# --------------------------------------------------------------------------------------------------
+# The oracle
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "seeds"),
+    [({}, 60), ({"dim": 8, "num_boxes": 2}, 20), ({"dim": 10, "num_boxes": 4}, 3), ({"require_answer_tag": True}, 10)],
+)
+def test_oracle_solves_generated_episodes_with_the_expected_return(kwargs, seeds):
+    for seed in range(seeds):
+        env = SokobanEnv(**kwargs)
+        _, info = env.reset(seed=seed)
+        optimal, num_boxes = info["optimal_moves"], info["num_boxes"]
+        plan = env.oracle()
+        assert len(plan) <= env.max_turns and all(len(turn.split("||")) <= env.max_actions_per_turn for turn in plan)
+        total = 0.0
+        while not env.episode_over:
+            _, reward, terminated, truncated, info = env.step(env.oracle()[0])
+            total += reward
+        assert info["success"] and terminated and not truncated
+        assert info["steps"] == optimal
+        # every move costs 0.1, every box ends on a target (+1 each, net), solving gives 10
+        assert total == pytest.approx(-0.1 * optimal + num_boxes + 10)
+
+
+def test_oracle_from_mid_episode_positions():
+    rng = np.random.default_rng(0)
+    solved = 0
+    for seed in range(40):
+        env = SokobanEnv(dim=7, num_boxes=2, max_turns=None)
+        env.reset(seed=seed)
+        env.step(" || ".join(ACTIONS[i] for i in rng.integers(4, size=3)))
+        if env.episode_over:
+            continue
+        plan = env.oracle()
+        if plan is None:  # the random moves made the position unsolvable
+            assert solve(env.board.snapshot()).status == "no_solution"
+            continue
+        expected = solve(env.board.snapshot()).solution.num_moves
+        for turn in plan:
+            *_, info = env.step(turn)
+        assert info["success"] and info["steps"] == 3 + expected
+        solved += 1
+    assert solved >= 30
+
+
+def test_oracle_before_reset_and_after_the_end():
+    env = SokobanEnv()
+    assert env.oracle() is None
+    env.reset(seed=0, options={"level": "#####\n#@$.#\n#####"})
+    assert env.oracle() == ["Right"]
+    env.step("Right")
+    assert env.oracle() == []
+
+
+def test_oracle_of_a_stuck_position_is_none():
+    env = SokobanEnv(max_turns=None)
+    env.reset(seed=0, options={"level": "#######\n# $@ .#\n#     #\n#######"})
+    env.step("Left")  # pushes the box into the top-left corner: it can never move again
+    assert not env.episode_over and env.oracle() is None
+
+
+# --------------------------------------------------------------------------------------------------
+# Any text is a normal step
+# --------------------------------------------------------------------------------------------------
+def _allowed_rewards(num_boxes: int, max_actions: int, format_penalty: float) -> list[float]:
+    values = []
+    for moves in range(max_actions + 1):
+        for change in range(-num_boxes, num_boxes + 1):
+            for solved in (0, 10):
+                for invalid in (0, format_penalty):
+                    values.append(-0.1 * moves + change + solved - invalid)
+    return values
+
+
+_WORDS = st.sampled_from([*ACTIONS, "up", " LEFT ", "<answer>", "</answer>", "||", "|", ",", "jump", "", "\n"])
+_TEXT = st.one_of(
+    st.text(),
+    st.lists(_WORDS, max_size=30).map(" ".join),
+    st.builds(lambda s, n: s * n, st.text(min_size=1, max_size=8), st.integers(1, 200_000)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(_TEXT, min_size=1, max_size=6), seed=st.integers(0, 20))
+def test_any_text_is_a_normal_step(texts, seed):
+    env = SokobanEnv(num_boxes=2, dim=7, max_turns=None)
+    env.reset(seed=seed)
+    allowed = _allowed_rewards(2, env.max_actions_per_turn, env.format_penalty)
+    for text in texts:
+        observation, reward, terminated, truncated, info = env.step(text)
+        assert isinstance(observation, str) and len(observation) < 2_000
+        assert any(abs(reward - value) < 1e-9 for value in allowed), reward
+        assert info["action_is_valid"] == (info["invalid_reason"] == "")
+        if terminated or truncated:
+            break
+
+
+# --------------------------------------------------------------------------------------------------
+# Levels from files and options
+# --------------------------------------------------------------------------------------------------
+def test_level_file_the_seed_picks_the_level():
+    env = SokobanEnv(level_file="tutorial.xsb")
+    names = {env.reset(seed=seed)[1]["level_name"] for seed in range(40)}
+    assert len(names) >= 5
+    _, info = env.reset(options={"level_index": 0})
+    assert info["level_name"] == "1 First push" and info["optimal_moves"] == 1
+    assert SokobanEnv(level_file=str(LEVELS_DIR / "tutorial.xsb")).reset(seed=2) == env.reset(seed=2)
+
+
+def test_reset_options_are_checked():
+    env = SokobanEnv()
+    with pytest.raises(ValueError, match="unknown reset options"):
+        env.reset(options={"levle": "x"})
+    with pytest.raises(ValueError, match="needs a level_file"):
+        env.reset(options={"level_index": 0})
+    with pytest.raises(ValueError, match="one level"):
+        env.reset(options={"level": "#####\n#@$.#\n#####\n\n#####\n#@$.#\n#####"})
+    with pytest.raises(ValueError, match="level_index must lie in"):
+        SokobanEnv(level_file="tutorial.xsb").reset(options={"level_index": 99})
+
+
+def test_unsolvable_level_from_options_has_no_optimal_moves():
+    env = SokobanEnv()
+    _, info = env.reset(options={"level": "#####\n#$  #\n# @.#\n#####"})
+    assert info["optimal_moves"] is None and env.oracle() is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"dim": 2}, ValueError, "at least 3"),
+        ({"dim": [6]}, TypeError, "pair"),
+        ({"dim": "6"}, TypeError, "pair"),
+        ({"dim": 4, "num_boxes": 2}, ValueError, "too few for 2 box"),
+        ({"num_boxes": 0}, ValueError, "num_boxes must be a positive integer"),
+        ({"max_steps": 0}, ValueError, "max_steps"),
+        ({"max_actions_per_turn": 0}, ValueError, "max_actions_per_turn"),
+        ({"max_moves": 0}, ValueError, "max_moves"),
+        ({"min_pushes": 30}, ValueError, "at least 30 pushes"),
+        ({"max_turns": 1, "max_actions_per_turn": 1, "num_boxes": 2, "dim": 8}, ValueError, "at most 1 moves"),
+        ({"level_file": "no_such_file.xsb"}, FileNotFoundError, "tutorial.xsb"),
+        ({"max_turns": 0}, ValueError, "max_turns"),
+    ],
+)
+def test_invalid_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        SokobanEnv(**kwargs)
