@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from envs.core import REWARD_DECIMALS
+
 __all__ = ["TERMINATION_REASONS", "EpisodeRecord", "TerminationReason", "append_jsonl", "read_jsonl"]
 
 TerminationReason = Literal["terminated", "truncated", "abandoned", "error"]
@@ -59,8 +61,8 @@ class EpisodeRecord:
 
     @property
     def episode_return(self) -> float:
-        """The undiscounted sum of the rewards."""
-        return math.fsum(self.rewards)
+        """The undiscounted sum of the rewards, rounded like the rewards themselves."""
+        return round(math.fsum(self.rewards), REWARD_DECIMALS)
 
     @property
     def num_turns(self) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.record import EpisodeRecord, TerminationReason
-from envs.core import TextEnv
+from envs.core import REWARD_DECIMALS, TextEnv
 
 __all__ = ["EpisodeSession", "NondeterministicEnvError", "StepResult"]
 
@@ -57,7 +57,7 @@ class EpisodeSession:
 
     @property
     def episode_return(self) -> float:
-        return math.fsum(r.reward for r in self.results)
+        return round(math.fsum(r.reward for r in self.results), REWARD_DECIMALS)
 
     def start(self) -> str:
         """Reset the environment with the episode's seed; returns the first observation."""

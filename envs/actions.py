@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["ParsedActions", "extract_answer", "parse_actions"]
+__all__ = ["ParsedActions", "WordActions", "extract_answer", "parse_actions"]
 
 _ANSWER_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.IGNORECASE | re.DOTALL)
@@ -133,3 +133,68 @@ def _tokens(answer: str) -> Iterable[str]:
 
 def _shorten(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class WordActions:
+    """The action format of an environment whose turn is a list of words, e.g. ``<answer>Up || Left</answer>``.
+
+    One object gives everything an environment says and does about the format, so that environments
+    sharing it read and explain it identically: parsing, the sentence describing the format, the
+    rules lines of the instructions, the feedback after a bad turn, and packing a plan into turns.
+    """
+
+    vocabulary: tuple[str, ...]
+    max_actions_per_turn: int
+    require_answer_tag: bool
+    example: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.max_actions_per_turn < 1:
+            raise ValueError(f"max_actions_per_turn must be at least 1, got {self.max_actions_per_turn}")
+
+    def parse(self, text: str) -> ParsedActions:
+        return parse_actions(
+            text, self.vocabulary, max_actions=self.max_actions_per_turn, require_tag=self.require_answer_tag
+        )
+
+    def turn(self, words: Iterable[str]) -> str:
+        """The text of one turn that sends ``words``."""
+        text = " || ".join(words)
+        return f"<answer>{text}</answer>" if self.require_answer_tag else text
+
+    def turns(self, words: tuple[str, ...] | list[str]) -> list[str]:
+        """A plan packed into turns of at most ``max_actions_per_turn`` words."""
+        size = self.max_actions_per_turn
+        return [self.turn(words[i : i + size]) for i in range(0, len(words), size)]
+
+    def example_turn(self) -> str:
+        return self.turn(self.example[: self.max_actions_per_turn])
+
+    def describe(self) -> str:
+        """One sentence on the format, for the instructions and for feedback after a bad turn."""
+        *first, last = self.vocabulary
+        words = f"{', '.join(first)} or {last}" if first else last
+        several = "" if self.max_actions_per_turn == 1 else f" (up to {self.max_actions_per_turn}, separated by ||)"
+        wrap = " inside <answer></answer>" if self.require_answer_tag else ""
+        return f"Answer with {words}{several}{wrap}, e.g. {self.example_turn()}"
+
+    def rules(self, unit: str = "moves") -> list[str]:
+        """Rule lines about turns with several actions and about thinking first."""
+        lines = []
+        if self.max_actions_per_turn > 1:
+            lines.append(f"- You may send up to {self.max_actions_per_turn} {unit} per turn; they are made in order.")
+        if self.require_answer_tag:
+            lines.append("- You may think first inside <think></think>; only the <answer> block is read.")
+        return lines
+
+    def feedback(self, parsed: ParsedActions, *, executed: int) -> list[str]:
+        """What to tell the agent about the format of its turn (empty for a well-formed turn)."""
+        lines = []
+        if parsed.error:
+            rest = "The rest of your answer was ignored" if executed else "Nothing happened"
+            lines.append(f"Invalid action: {parsed.error}. {rest}. {self.describe()}.")
+        if parsed.over_cap:
+            cap = self.max_actions_per_turn
+            lines.append(f"Only the first {cap} actions of a turn count; the others were ignored.")
+        return lines

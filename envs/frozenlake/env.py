@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.actions import ParsedActions, parse_actions
+from envs.actions import ParsedActions, WordActions
 from envs.core import StepOutcome, TextEnv
 from envs.frozenlake.maps import (
     DIRECTIONS,
@@ -38,7 +38,7 @@ from envs.frozenlake.maps import (
     shortest_path,
 )
 from envs.frozenlake.planning import SlipperyPlanner
-from envs.frozenlake.text import Move, answer_example, describe_turn, instructions, render_grid
+from envs.frozenlake.text import Move, describe_turn, instructions, render_grid
 
 __all__ = ["VOCABULARY", "FrozenLakeEnv"]
 
@@ -98,12 +98,11 @@ class FrozenLakeEnv(TextEnv):
         self.max_steps = int(max_steps)
         self.max_actions_per_turn = int(max_actions_per_turn)
         self.require_answer_tag = bool(require_answer_tag)
-        self.instructions = instructions(
-            is_slippery=self.is_slippery,
-            max_actions_per_turn=self.max_actions_per_turn,
-            require_answer_tag=self.require_answer_tag,
+        self.word_actions = WordActions(
+            VOCABULARY, self.max_actions_per_turn, self.require_answer_tag, example=("Right", "Down")
         )
-        self.action_format = answer_example(self.max_actions_per_turn, self.require_answer_tag)
+        self.instructions = instructions(self.word_actions, is_slippery=self.is_slippery)
+        self.action_format = self.word_actions.example_turn()
         self._lake: LakeMap | None = None
         self._position: Position = (0, 0)
         self._steps = 0
@@ -139,20 +138,11 @@ class FrozenLakeEnv(TextEnv):
 
     def _step(self, action: str) -> StepOutcome:
         lake = self._require_lake()
-        parsed = parse_actions(
-            action, VOCABULARY, max_actions=self.max_actions_per_turn, require_tag=self.require_answer_tag
-        )
+        parsed = self.word_actions.parse(action)
         moves = self._execute(lake, parsed.actions)
         tile = lake.tile(self._position)
         outcome = {"H": "hole", "G": "goal"}.get(tile, "step_limit" if self._steps >= self.max_steps else "")
-        report = describe_turn(
-            moves,
-            outcome=outcome,
-            error=parsed.error,
-            over_cap=parsed.over_cap,
-            max_actions_per_turn=self.max_actions_per_turn,
-            require_answer_tag=self.require_answer_tag,
-        )
+        report = describe_turn(moves, parsed, self.word_actions, outcome=outcome)
         return StepOutcome(
             observation=f"{report}\n{self.render_text()}",
             reward=1.0 if outcome == "goal" else 0.0,
@@ -185,12 +175,11 @@ class FrozenLakeEnv(TextEnv):
         if self.is_slippery:
             if self._planner is None:
                 self._planner = SlipperyPlanner(self._lake)
-            return [self._wrap(self._planner.best_action(self._position, self._moves_left()))]
-        size = self.max_actions_per_turn
-        return [self._wrap(" || ".join(path[i : i + size])) for i in range(0, len(path), size)]
+            return [self.word_actions.turn([self._planner.best_action(self._position, self._moves_left())])]
+        return self.word_actions.turns(path)
 
     def valid_actions(self) -> list[str]:
-        return [self._wrap(word) for word in VOCABULARY]
+        return [self.word_actions.turn([word]) for word in VOCABULARY]
 
     # ----------------------------------------------------------------------------------------------
     # Dynamics
@@ -232,9 +221,6 @@ class FrozenLakeEnv(TextEnv):
             "actions_over_cap": parsed.over_cap,
             "invalid_reason": parsed.error,
         }
-
-    def _wrap(self, text: str) -> str:
-        return f"<answer>{text}</answer>" if self.require_answer_tag else text
 
     def _require_lake(self) -> LakeMap:
         if self._lake is None:

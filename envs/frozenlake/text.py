@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from envs.actions import ParsedActions, WordActions
 from envs.frozenlake.maps import LakeMap, Position
 
-__all__ = ["Move", "answer_example", "describe_turn", "expected_format", "instructions", "render_grid"]
+__all__ = ["Move", "describe_turn", "instructions", "render_grid"]
 
 # Board symbols (RAGEN's convention) and their ANSI colours for render().
 _PLAYER, _FROZEN, _HOLE, _GOAL, _PLAYER_IN_HOLE, _PLAYER_ON_GOAL = "P", "_", "O", "G", "X", "√"
@@ -51,21 +52,7 @@ def _tile_symbol(tile: str, has_player: bool) -> str:
     return _PLAYER if has_player else _FROZEN
 
 
-def answer_example(max_actions_per_turn: int, require_answer_tag: bool) -> str:
-    """An example of a well-formed turn."""
-    example = "Right" if max_actions_per_turn == 1 else "Right || Down"
-    return f"<answer>{example}</answer>" if require_answer_tag else example
-
-
-def expected_format(max_actions_per_turn: int, require_answer_tag: bool) -> str:
-    """One sentence on the action format, used in the instructions and after an invalid turn."""
-    plural = "" if max_actions_per_turn == 1 else f" (up to {max_actions_per_turn}, separated by ||)"
-    wrap = " inside <answer></answer>" if require_answer_tag else ""
-    example = answer_example(max_actions_per_turn, require_answer_tag)
-    return f"Answer with Up, Down, Left or Right{plural}{wrap}, e.g. {example}"
-
-
-def instructions(*, is_slippery: bool, max_actions_per_turn: int, require_answer_tag: bool) -> str:
+def instructions(word_actions: WordActions, *, is_slippery: bool) -> str:
     """The system prompt: goal, legend, rules and the action format (constant for a configuration)."""
     lines = [
         "You are walking on a frozen lake. Reach the goal without falling into a hole.",
@@ -88,32 +75,16 @@ def instructions(*, is_slippery: bool, max_actions_per_turn: int, require_answer
             "- The ice is slippery: a move goes in the direction you chose with probability 1/3 and in "
             "each of the two perpendicular directions with probability 1/3."
         )
-    if max_actions_per_turn > 1:
-        lines.append(f"- You may send up to {max_actions_per_turn} moves per turn; they are made in order.")
-    if require_answer_tag:
-        lines.append("- You may think first inside <think></think>; only the <answer> block is read.")
-    lines += ["", expected_format(max_actions_per_turn, require_answer_tag) + "."]
+    lines += [*word_actions.rules(), "", word_actions.describe() + "."]
     return "\n".join(lines)
 
 
-def describe_turn(
-    moves: Sequence[Move],
-    *,
-    outcome: str,
-    error: str,
-    over_cap: bool,
-    max_actions_per_turn: int,
-    require_answer_tag: bool,
-) -> str:
+def describe_turn(moves: Sequence[Move], parsed: ParsedActions, word_actions: WordActions, *, outcome: str) -> str:
     """The report of one turn (without the grid). ``outcome``: "goal", "hole", "step_limit" or ""."""
     lines = []
     if moves:
         lines.append("You moved: " + ", ".join(_describe_move(m) for m in moves) + ".")
-    if error:
-        rest = "The rest of your answer was ignored" if moves else "Nothing happened"
-        lines.append(f"Invalid action: {error}. {rest}. {expected_format(max_actions_per_turn, require_answer_tag)}.")
-    if over_cap:
-        lines.append(f"You may send at most {max_actions_per_turn} per turn; the rest was ignored.")
+    lines += word_actions.feedback(parsed, executed=len(moves))
     lines.append(_OUTCOMES[outcome])
     return "\n".join(line for line in lines if line)
 

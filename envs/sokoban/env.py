@@ -26,12 +26,12 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
-from envs.actions import ParsedActions, parse_actions
+from envs.actions import ParsedActions, WordActions
 from envs.core import StepOutcome, TextEnv
 from envs.sokoban.generator import generate_level, min_floor_cells
 from envs.sokoban.room import ACTIONS, PUSHED, Board, Level
 from envs.sokoban.solver import Solution, solve
-from envs.sokoban.text import MoveReport, answer_example, describe_turn, instructions, status_line
+from envs.sokoban.text import MoveReport, describe_turn, instructions, status_line
 from envs.sokoban.xsb import load_xsb, parse_xsb
 
 __all__ = ["LEVELS_DIR", "STEP_REWARD", "SokobanEnv"]
@@ -109,10 +109,11 @@ class SokobanEnv(TextEnv):
         self.max_moves = self._move_bound(max_moves)
         if self.levels is None:
             self._check_generator_options()
-        self.instructions = instructions(
-            max_actions_per_turn=self.max_actions_per_turn, require_answer_tag=self.require_answer_tag
+        self.word_actions = WordActions(
+            ACTIONS, self.max_actions_per_turn, self.require_answer_tag, example=("Up", "Left")
         )
-        self.action_format = answer_example(self.require_answer_tag)
+        self.instructions = instructions(self.word_actions)
+        self.action_format = self.word_actions.example_turn()
         self._level: Level | None = None
         self._board: Board | None = None
         self._optimal: Solution | None = None
@@ -152,9 +153,7 @@ class SokobanEnv(TextEnv):
 
     def _step(self, action: str) -> StepOutcome:
         board = self._require_board()
-        parsed = parse_actions(
-            action, ACTIONS, max_actions=self.max_actions_per_turn, require_tag=self.require_answer_tag
-        )
+        parsed = self.word_actions.parse(action)
         on_target_before = board.boxes_on_target
         moves = self._execute(board, parsed.actions)
         solved = board.solved
@@ -164,18 +163,11 @@ class SokobanEnv(TextEnv):
             + (board.boxes_on_target - on_target_before) * BOX_ON_TARGET_REWARD
             + (SOLVED_REWARD if solved else 0.0)
         )
-        report = describe_turn(
-            moves,
-            outcome="solved" if solved else "step_limit" if out_of_steps else "",
-            error=parsed.error,
-            over_cap=parsed.over_cap,
-            not_executed=len(parsed.actions) - len(moves),
-            max_actions_per_turn=self.max_actions_per_turn,
-            require_answer_tag=self.require_answer_tag,
-        )
+        outcome = "solved" if solved else "step_limit" if out_of_steps else ""
+        report = describe_turn(moves, parsed, self.word_actions, outcome=outcome)
         return StepOutcome(
             observation=f"{report}\n{board.render()}\n{self._status()}",
-            reward=round(reward, 10),
+            reward=reward,
             terminated=solved,
             truncated=out_of_steps,
             success=solved,
@@ -208,11 +200,10 @@ class SokobanEnv(TextEnv):
                 return None
             moves = result.solution.moves
             self._remember_plan(position, moves)
-        size = self.max_actions_per_turn
-        return [self._wrap(" || ".join(moves[i : i + size])) for i in range(0, len(moves), size)]
+        return self.word_actions.turns(moves)
 
     def valid_actions(self) -> list[str]:
-        return [self._wrap(word) for word in ACTIONS]
+        return [self.word_actions.turn([word]) for word in ACTIONS]
 
     # ----------------------------------------------------------------------------------------------
     # Levels and dynamics
@@ -323,9 +314,6 @@ class SokobanEnv(TextEnv):
             "actions_over_cap": parsed.over_cap,
             "invalid_reason": parsed.error,
         }
-
-    def _wrap(self, text: str) -> str:
-        return f"<answer>{text}</answer>" if self.require_answer_tag else text
 
     def _require_board(self) -> Board:
         if self._board is None:

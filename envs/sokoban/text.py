@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from envs.actions import ParsedActions, WordActions
 from envs.sokoban.room import (
     BLOCKED,
     BOX,
@@ -17,10 +18,7 @@ from envs.sokoban.room import (
     WALL,
 )
 
-__all__ = ["MoveReport", "answer_example", "describe_turn", "expected_format", "instructions", "status_line"]
-
-_EXAMPLE = "Up || Left"
-
+__all__ = ["MoveReport", "describe_turn", "instructions", "status_line"]
 
 @dataclass(frozen=True)
 class MoveReport:
@@ -32,19 +30,7 @@ class MoveReport:
     on_target_change: int
 
 
-def answer_example(require_answer_tag: bool) -> str:
-    """An example of a well-formed turn."""
-    return f"<answer>{_EXAMPLE}</answer>" if require_answer_tag else _EXAMPLE
-
-
-def expected_format(max_actions_per_turn: int, require_answer_tag: bool) -> str:
-    """One sentence on the action format, used in the instructions and after an invalid turn."""
-    plural = "" if max_actions_per_turn == 1 else f" (up to {max_actions_per_turn}, separated by ||)"
-    wrap = " inside <answer></answer>" if require_answer_tag else ""
-    return f"Answer with Up, Down, Left or Right{plural}{wrap}, e.g. {answer_example(require_answer_tag)}"
-
-
-def instructions(*, max_actions_per_turn: int, require_answer_tag: bool) -> str:
+def instructions(word_actions: WordActions) -> str:
     """The system prompt: goal, legend, rules and the action format (constant for a configuration)."""
     lines = [
         "You are playing Sokoban. You are in a room with boxes and targets: push every box onto a target.",
@@ -66,33 +52,23 @@ def instructions(*, max_actions_per_turn: int, require_answer_tag: bool) -> str:
         "- Every move costs 0.1 points; pushing a box onto a target gives 1 point and pushing one off a target "
         "costs 1; when every box is on a target you get 10 points and the game ends.",
     ]
-    if max_actions_per_turn > 1:
-        lines.append(f"- You may send up to {max_actions_per_turn} moves per turn; they are made in order.")
-    if require_answer_tag:
-        lines.append("- You may think first inside <think></think>; only the <answer> block is read.")
-    lines += ["", expected_format(max_actions_per_turn, require_answer_tag) + "."]
+    lines += [*word_actions.rules(), "", word_actions.describe() + "."]
     return "\n".join(lines)
 
 
 def describe_turn(
     moves: Sequence[MoveReport],
+    parsed: ParsedActions,
+    word_actions: WordActions,
     *,
     outcome: str,
-    error: str,
-    over_cap: bool,
-    not_executed: int,
-    max_actions_per_turn: int,
-    require_answer_tag: bool,
 ) -> str:
     """The report of one turn (without the board). ``outcome``: "solved", "step_limit" or ""."""
     lines = []
     if moves:
         lines.append("You moved: " + ", ".join(_describe_move(m) for m in moves) + ".")
-    if error:
-        rest = "The rest of your answer was ignored" if moves else "Nothing happened"
-        lines.append(f"Invalid action: {error}. {rest}. {expected_format(max_actions_per_turn, require_answer_tag)}.")
-    if over_cap:
-        lines.append(f"Only the first {max_actions_per_turn} actions of a turn count; the others were ignored.")
+    lines += word_actions.feedback(parsed, executed=len(moves))
+    not_executed = len(parsed.actions) - len(moves)
     if not_executed:
         lines.append(f"The game ended before your last {not_executed} action(s).")
     lines.append(_OUTCOMES[outcome])

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.actions import extract_answer, parse_actions
+from envs.actions import WordActions, extract_answer, parse_actions
 
 MOVES = ("Up", "Down", "Left", "Right")
 
@@ -98,3 +98,32 @@ def test_well_formed_answers_round_trip(moves, separator, wrapped, thought):
 @given(st.text(alphabet=st.characters(blacklist_characters="<>")))
 def test_text_inside_answer_tags_is_extracted_verbatim(inner):
     assert extract_answer(f"noise <answer>{inner}</answer> tail") == inner
+
+
+def test_word_actions_describe_parse_and_pack_one_format():
+    fmt = WordActions(MOVES, max_actions_per_turn=2, require_answer_tag=True, example=("Up", "Left", "Down"))
+    assert fmt.describe() == (
+        "Answer with Up, Down, Left or Right (up to 2, separated by ||) inside <answer></answer>, "
+        "e.g. <answer>Up || Left</answer>"
+    )
+    assert fmt.turns(["Up", "Up", "Left", "Down", "Right"]) == [
+        "<answer>Up || Up</answer>",
+        "<answer>Left || Down</answer>",
+        "<answer>Right</answer>",
+    ]
+    assert [fmt.parse(turn).actions for turn in fmt.turns(["Up", "Left", "Down"])] == [("Up", "Left"), ("Down",)]
+    assert fmt.rules() == [
+        "- You may send up to 2 moves per turn; they are made in order.",
+        "- You may think first inside <think></think>; only the <answer> block is read.",
+    ]
+    assert fmt.feedback(fmt.parse("<answer>Up</answer>"), executed=1) == []
+    assert fmt.feedback(fmt.parse("<answer>Up || Up || Up</answer>"), executed=2) == [
+        "Only the first 2 actions of a turn count; the others were ignored."
+    ]
+    assert fmt.feedback(fmt.parse("Up"), executed=0) == [
+        f"Invalid action: no <answer>...</answer> block found. Nothing happened. {fmt.describe()}."
+    ]
+    single = WordActions(("Go",), max_actions_per_turn=1, require_answer_tag=False, example=("Go",))
+    assert single.describe() == "Answer with Go, e.g. Go" and single.rules() == []
+    with pytest.raises(ValueError, match="max_actions_per_turn"):
+        WordActions(MOVES, max_actions_per_turn=0, require_answer_tag=False, example=("Up",))
