@@ -20,6 +20,7 @@ from envs.sokoban.room import (
 
 __all__ = ["MoveReport", "describe_turn", "instructions", "status_line"]
 
+
 @dataclass(frozen=True)
 class MoveReport:
     """One executed move: the action word, what it did (a :mod:`envs.sokoban.room` code) and the change in
