@@ -5,8 +5,8 @@ by ``||`` (optionally, or with ``require_answer_tag`` necessarily, inside ``<ans
 they are executed in order.
 
 Rewards (gym-sokoban's), summed over the moves of a turn: -0.1 per move, blocked moves included; +1
-when a box lands on a target, -1 when one leaves a target; +10 when every box is on a target. The sum
-is rounded to 10 decimals so that, say, three moves give exactly -0.3.
+when a box lands on a target, -1 when one leaves a target; +10 when every box is on a target. The base
+class rounds each turn's reward to 10 decimals, so that, say, three moves give exactly -0.3.
 
 Episode end: every box on a target: ``terminated`` and ``success``. ``max_steps`` moves made:
 ``truncated``; ``max_turns`` turns taken: ``truncated`` (the base class). A turn with any invalid token,
