@@ -12,17 +12,30 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from envs.core import REWARD_DECIMALS
 
-__all__ = ["TERMINATION_REASONS", "EpisodeRecord", "TerminationReason", "append_jsonl", "read_jsonl"]
+__all__ = [
+    "TERMINATION_REASONS",
+    "EpisodeRecord",
+    "TerminationReason",
+    "append_jsonl",
+    "episode_return",
+    "read_jsonl",
+]
 
 TerminationReason = Literal["terminated", "truncated", "abandoned", "error"]
 #: ``terminated`` / ``truncated``: Gymnasium's meanings (the episode finished). ``abandoned``: the person
 #: quit, restarted or skipped the episode before its end. ``error``: the agent failed (e.g. no oracle).
 TERMINATION_REASONS: tuple[str, ...] = ("terminated", "truncated", "abandoned", "error")
+
+
+def episode_return(rewards: Iterable[float]) -> float:
+    """The undiscounted sum of ``rewards``, rounded like the step rewards themselves."""
+    return round(math.fsum(rewards), REWARD_DECIMALS)
 
 
 @dataclass
@@ -61,8 +74,7 @@ class EpisodeRecord:
 
     @property
     def episode_return(self) -> float:
-        """The undiscounted sum of the rewards, rounded like the rewards themselves."""
-        return round(math.fsum(self.rewards), REWARD_DECIMALS)
+        return episode_return(self.rewards)
 
     @property
     def num_turns(self) -> int:

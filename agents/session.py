@@ -8,12 +8,11 @@ undo resets with the episode's seed and replays all actions but the last.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from agents.record import EpisodeRecord, TerminationReason
-from envs.core import REWARD_DECIMALS, TextEnv
+from agents.record import EpisodeRecord, TerminationReason, episode_return
+from envs.core import TextEnv
 
 __all__ = ["EpisodeSession", "NondeterministicEnvError", "StepResult"]
 
@@ -57,7 +56,7 @@ class EpisodeSession:
 
     @property
     def episode_return(self) -> float:
-        return round(math.fsum(r.reward for r in self.results), REWARD_DECIMALS)
+        return episode_return(r.reward for r in self.results)
 
     def start(self) -> str:
         """Reset the environment with the episode's seed; returns the first observation."""
