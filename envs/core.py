@@ -106,12 +106,28 @@ class StepOutcome:
     action_is_valid: bool = True
     metrics: Mapping[str, float] = field(default_factory=dict)
     extra_info: Mapping[str, Any] = field(default_factory=dict)
+    #: The observation as chat messages, for environments whose feedback is not a plain user message
+    #: (one ``{"role": "tool", "content": ..., "name": ...}`` message per tool call, say). ``None``
+    #: (the default) means one user message whose content is ``observation``.
+    observation_messages: tuple[Message, ...] | None = None
 
 
 _STANDARD_INFO_KEYS = frozenset({"success", "action_is_valid", "metrics", "turn"})
 
 #: Step rewards are rounded to this many decimals (see TextEnv.step).
 REWARD_DECIMALS = 10
+
+
+def _check_messages(messages: tuple[Message, ...], env_name: str) -> list[Message]:
+    """Copies of observation messages, checked: a non-empty sequence of dicts with str role and content."""
+    if not messages:
+        raise ValueError(f"{env_name} returned empty observation_messages; use None for a plain user message")
+    checked = []
+    for message in messages:
+        if not isinstance(message.get("role"), str) or not isinstance(message.get("content"), str):
+            raise ValueError(f"{env_name}: every observation message needs str 'role' and 'content', got {message!r}")
+        checked.append(dict(message))
+    return checked
 
 
 def _copy_info(value: Any) -> Any:
@@ -148,6 +164,10 @@ class TextEnv(gym.Env[str, str], abc.ABC):
     instructions: str = ""
     #: A short description of the action format, e.g. "<answer>Up || Left</answer>".
     action_format: str = ""
+    #: Tools the agent may call, as JSON schemas in the OpenAI function format
+    #: (``{"type": "function", "function": {"name", "description", "parameters"}}``), or ``None``.
+    #: Agents pass them to the chat template's ``tools`` argument where the tokenizer supports it.
+    tools: list[dict[str, Any]] | None = None
 
     def __init__(
         self,
@@ -175,6 +195,7 @@ class TextEnv(gym.Env[str, str], abc.ABC):
         self._turn = 0
         self._episode_over = True
         self._messages: list[Message] = []
+        self._observation_start = 0
 
     # ----------------------------------------------------------------------------------------------
     # What a subclass implements
@@ -213,10 +234,8 @@ class TextEnv(gym.Env[str, str], abc.ABC):
         self._turn = 0
         self._episode_over = False
         observation, extra_info = self._reset(dict(options or {}))
-        self._messages = [
-            {"role": "system", "content": self.instructions},
-            {"role": "user", "content": observation},
-        ]
+        self._messages = [{"role": "system", "content": self.instructions}, {"role": "user", "content": observation}]
+        self._observation_start = 1
         info = self._make_info(success=False, action_is_valid=True, metrics={}, extra_info=extra_info)
         return observation, info
 
@@ -240,7 +259,11 @@ class TextEnv(gym.Env[str, str], abc.ABC):
         truncated = not terminated and (bool(outcome.truncated) or out_of_turns)
         self._episode_over = terminated or truncated
         self._messages.append({"role": "assistant", "content": action})
-        self._messages.append({"role": "user", "content": outcome.observation})
+        self._observation_start = len(self._messages)
+        if outcome.observation_messages is None:
+            self._messages.append({"role": "user", "content": outcome.observation})
+        else:
+            self._messages.extend(_check_messages(outcome.observation_messages, type(self).__name__))
         info = self._make_info(
             success=outcome.success,
             action_is_valid=outcome.action_is_valid,
@@ -271,8 +294,15 @@ class TextEnv(gym.Env[str, str], abc.ABC):
         return self._episode_over
 
     def messages(self) -> list[Message]:
-        """The conversation so far (a copy): system = instructions, user = observations, assistant = actions."""
+        """The conversation so far (a copy): system = instructions, user = observations, assistant = actions.
+
+        Observations given as ``StepOutcome.observation_messages`` appear as those messages.
+        """
         return [dict(m) for m in self._messages]
+
+    def observation_messages(self) -> list[Message]:
+        """The latest observation as chat messages (a copy): what an agent appends after its own turn."""
+        return [dict(m) for m in self._messages[self._observation_start :]]
 
     def _make_info(
         self,

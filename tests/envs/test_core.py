@@ -142,6 +142,53 @@ def test_messages_are_the_conversation_so_far():
     assert len(env.messages()) == 2
 
 
+class ToolEnv(GuessEnv):
+    """GuessEnv whose feedback arrives as tool messages (as a tool-calling environment's would)."""
+
+    def _step(self, action):
+        outcome = super()._step(action)
+        messages = (
+            {"role": "tool", "name": "judge", "content": outcome.observation},
+            {"role": "tool", "content": "ok"},
+        )
+        return envs.StepOutcome(
+            outcome.observation,
+            reward=outcome.reward,
+            terminated=outcome.terminated,
+            success=outcome.success,
+            observation_messages=messages,
+        )
+
+
+def test_observation_messages_default_to_one_user_message_and_may_be_tool_messages():
+    env = GuessEnv()
+    env.reset(seed=0, options={"secret": 4})
+    assert env.observation_messages() == [{"role": "user", "content": "I am thinking of a digit."}]
+    env.step("2")
+    assert env.observation_messages() == [{"role": "user", "content": "No, higher."}]
+
+    env = ToolEnv()
+    env.reset(seed=0, options={"secret": 4})
+    env.step("2")
+    tool_messages = [{"role": "tool", "name": "judge", "content": "No, higher."}, {"role": "tool", "content": "ok"}]
+    assert env.observation_messages() == tool_messages
+    assert env.messages()[-3:] == [{"role": "assistant", "content": "2"}, *tool_messages]
+    env.observation_messages()[0]["content"] = "changed"  # a copy
+    assert env.observation_messages() == tool_messages
+
+
+@pytest.mark.parametrize("messages", [(), ({"role": "tool"},), ({"role": "tool", "content": 3},)])
+def test_malformed_observation_messages_are_a_programming_error(messages):
+    class Broken(GuessEnv):
+        def _step(self, action):
+            return envs.StepOutcome("x", observation_messages=messages)
+
+    env = Broken()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="observation"):
+        env.step("1")
+
+
 def test_render_is_ansi_text_and_render_text_is_plain():
     env = GuessEnv()
     env.reset(seed=0, options={"secret": 3})

@@ -1,0 +1,164 @@
+"""The episode loop, position by position, with a scripted env, a scripted engine and a character renderer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from episode_doubles import STOP, CharRenderer, ScriptedEngine, ScriptedEnv
+
+from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
+from agents.trajectory import Trajectory
+
+SPEC = EpisodeSpec(env_id="scripted", seed=7, group_id="g0", sample_index=3)
+
+
+def ids(text: str) -> list[int]:
+    return [ord(c) for c in text]
+
+
+def play(env, engine, limits=None, **kwargs) -> Trajectory:
+    trajectory = asyncio.run(run_episode(env, engine, CharRenderer(), SPEC, limits=limits, **kwargs))
+    trajectory.validate()
+    assert Trajectory.from_json(trajectory.to_json()) == trajectory
+    return trajectory
+
+
+def test_ids_mask_logprobs_and_rewards_position_by_position():
+    env = ScriptedEnv(rewards=(0.0, 0.5, 1.0))
+    engine = ScriptedEngine([("ab", -0.5, "stop"), ("c", -0.25, "length"), ("d", -1.0, "stop")])
+    t = play(env, engine)
+
+    assert t.prompt_ids == ids("S:sys|U:o0|A:")
+    # turn 1: a b STOP sampled (3); the stop token was sampled, so no glue: |U:o1|A: (8)
+    # turn 2: c sampled (1, cut by length); glue STOP, then |U:o2|A: (9)
+    # turn 3: d STOP sampled (2); the episode terminates, nothing follows
+    expected_ids = [*ids("ab"), STOP, *ids("|U:o1|A:"), *ids("c"), STOP, *ids("|U:o2|A:"), *ids("d"), STOP]
+    expected_mask = [1, 1, 1] + [0] * 8 + [1] + [0] * 9 + [1, 1]
+    expected_logprobs = [-0.5] * 3 + [0.0] * 8 + [-0.25] + [0.0] * 9 + [-1.0] * 2
+    assert t.response_ids == expected_ids
+    assert t.response_mask == expected_mask
+    assert t.rollout_logprobs == expected_logprobs
+    assert len(t.response_ids) == len(t.response_mask) == len(t.rollout_logprobs) == 23
+    # each turn's reward sits on its last sampled token: index 2 (STOP), 11 (c), 22 (STOP)
+    assert t.turn_end_indices == [2, 11, 22]
+    assert t.turn_rewards == [0.0, 0.5, 1.0]
+    assert t.episode_return == 1.5 and t.success and t.termination == "terminated"
+    assert t.finish_reasons == ["stop", "length", "stop"]
+    assert env.actions == ["ab", "c", "d"]  # the stop token never reaches the environment
+    assert t.num_turns == 3 and t.num_invalid_actions == 0
+    assert [m["role"] for m in t.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+
+
+def test_each_request_is_the_whole_sequence_so_far_with_stop_ids_and_one_affinity_key():
+    engine = ScriptedEngine([("ab", -0.5, "stop"), ("c", -0.25, "length"), ("d", -1.0, "stop")])
+    t = play(ScriptedEnv(), engine)
+    inputs = [request[0] for request in engine.requests]
+    assert inputs == [t.prompt_ids, t.prompt_ids + t.response_ids[:11], t.prompt_ids + t.response_ids[:21]]
+    assert all(STOP in request[1].stop_token_ids for request in engine.requests)
+    assert {request[2] for request in engine.requests} == {"scripted/g0/3"}
+
+
+def test_observation_that_does_not_fit_ends_the_episode_with_max_tokens():
+    # prompt 13 tokens; turn 1 samples 3 (total 16); the continuation (8) plus one token would make 25 > 20
+    engine = ScriptedEngine([("ab", -0.5, "stop")])
+    t = play(ScriptedEnv(), engine, limits=EpisodeLimits(max_total_tokens=20))
+    assert t.termination == "max_tokens"
+    assert t.response_ids == [*ids("ab"), STOP] and t.response_mask == [1, 1, 1]
+    assert t.turn_rewards == [0.0] and t.num_turns == 1
+    assert t.messages[-1] == {"role": "assistant", "content": "ab"}  # the dropped observation is not kept
+    assert t.trainable
+
+
+def test_turn_budget_is_capped_by_the_context_budget():
+    # budget after the 13-token prompt is 2: the engine is asked for at most 2 new tokens
+    engine = ScriptedEngine([("abcdef", -0.5, "stop")])
+    t = play(ScriptedEnv(), engine, limits=EpisodeLimits(max_total_tokens=15, max_new_tokens=100))
+    assert engine.requests[0][1].max_new_tokens == 2
+    assert t.response_ids == ids("ab") and t.finish_reasons == ["length"]
+    assert t.termination == "max_tokens" and t.num_tokens == 15
+
+
+def test_prompt_that_fills_the_budget_samples_nothing():
+    engine = ScriptedEngine([("ab", -0.5, "stop")])
+    t = play(ScriptedEnv(), engine, limits=EpisodeLimits(max_total_tokens=13))
+    assert t.termination == "max_tokens" and t.response_ids == [] and not t.trainable
+    assert engine.requests == []
+
+
+def test_turn_limit_truncates_without_a_trailing_observation():
+    engine = ScriptedEngine([("x", -0.1, "stop")])
+    t = play(ScriptedEnv(rewards=(0.0, 0.0, 1.0)), engine, limits=EpisodeLimits(max_turns=2))
+    assert t.termination == "truncated" and t.num_turns == 2
+    assert t.response_mask[-2:] == [1, 1]  # the episode ends on sampled tokens
+
+
+def test_environment_truncation_is_reported():
+    engine = ScriptedEngine([("x", -0.1, "stop")])
+    t = play(ScriptedEnv(rewards=(0.0, 0.0, 1.0), max_turns=1), engine)
+    assert t.termination == "truncated" and t.num_turns == 1
+
+
+def test_invalid_actions_are_counted_and_penalised():
+    engine = ScriptedEngine([("bad", -0.1, "stop"), ("ok", -0.1, "stop")])
+    t = play(ScriptedEnv(rewards=(0.0, 1.0)), engine)
+    assert t.num_invalid_actions == 1
+    assert t.turn_rewards == [-0.1, 1.0]  # ScriptedEnv's default format penalty is 0.1
+    assert t.episode_return == 0.9
+
+
+def test_environment_exception_gives_an_error_trajectory():
+    engine = ScriptedEngine([("x", -0.1, "stop")])
+    t = play(ScriptedEnv(fail_at=2), engine)
+    assert t.termination == "error" and "scripted failure at step 2" in t.error
+    assert not t.trainable and t.num_turns == 1
+
+
+def test_hung_step_is_abandoned_after_its_timeout():
+    env = ScriptedEnv(hang_at=1)
+    started = time.perf_counter()
+    t = play(env, ScriptedEngine([("x", -0.1, "stop")]), limits=EpisodeLimits(step_timeout_s=0.2))
+    env.release.set()
+    assert time.perf_counter() - started < 5
+    assert t.termination == "error" and "did not return within 0.2 s" in t.error
+
+
+def test_engine_failure_and_abort_give_error_trajectories():
+    t = play(ScriptedEnv(), ScriptedEngine([("x", -0.1, "stop")], fail_at=2))
+    assert t.termination == "error" and t.error.startswith("ConnectionError")
+    t = play(ScriptedEnv(), ScriptedEngine([("x", -0.1, "abort")]))
+    assert t.termination == "error" and "aborted" in t.error
+
+
+def test_policy_version_defaults_to_the_engines():
+    engine = ScriptedEngine([("x", -0.1, "stop")])
+    asyncio.run(engine.update_weights({}, policy_version=4))
+    assert play(ScriptedEnv(rewards=(1.0,)), engine).policy_version == 4
+    assert play(ScriptedEnv(rewards=(1.0,)), engine, policy_version=9).policy_version == 9
+
+
+def test_many_episodes_share_one_event_loop():
+    async def main():
+        engine = ScriptedEngine([("x", -0.1, "stop")])
+        runs = [run_episode(ScriptedEnv(rewards=(0.0, 1.0)), engine, CharRenderer(), SPEC) for _ in range(50)]
+        return await asyncio.gather(*runs)
+
+    trajectories = asyncio.run(main())
+    assert all(t.termination == "terminated" and t.episode_return == 1.0 for t in trajectories)
+
+
+def test_limits_are_validated():
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        EpisodeLimits(max_new_tokens=0)
+    with pytest.raises(ValueError, match="step_timeout_s"):
+        EpisodeLimits(step_timeout_s=0)
