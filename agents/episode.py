@@ -31,8 +31,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import time
-import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -41,7 +40,7 @@ from agents.record import episode_return
 from agents.trajectory import Trajectory
 from envs.core import Message, TextEnv
 
-__all__ = ["EpisodeLimits", "EpisodeSpec", "Renderer", "run_episode"]
+__all__ = ["EpisodeLimits", "EpisodeSpec", "Observer", "Renderer", "StepEvent", "run_chat_episode", "run_episode"]
 
 T = TypeVar("T")
 
@@ -128,14 +127,106 @@ async def _call_env(fn: Callable[..., T], timeout_s: float | None, *args: Any, *
         raise StepTimeoutError(f"{name} did not return within {timeout_s} s") from None
 
 
-@dataclass
-class _Clock:
-    started: float = field(default_factory=time.perf_counter)
-    generate_s: float = 0.0
-    env_s: float = 0.0
+@dataclass(frozen=True)
+class StepEvent:
+    """What an observer of :func:`run_episode` sees after every environment step (e.g. ``agents.play``)."""
 
-    def timings(self) -> dict[str, float]:
-        return {"generate_s": self.generate_s, "env_s": self.env_s, "total_s": time.perf_counter() - self.started}
+    env: TextEnv
+    turn: int
+    action: str
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: Mapping[str, Any]
+    generation: Generation | None
+
+
+Observer = Callable[[StepEvent], None]
+
+
+class _Episode:
+    """The bookkeeping both loops share: env calls with timeouts, rewards, counters, timings, observers."""
+
+    def __init__(self, env: TextEnv, trajectory: Trajectory, limits: EpisodeLimits, observer: Observer | None):
+        self.env, self.trajectory, self.limits, self.observer = env, trajectory, limits, observer
+        self.rewards: list[float] = []
+        self.started = time.perf_counter()
+        self.generate_s = 0.0
+        self.env_s = 0.0
+
+    async def reset(self, seed: int) -> None:
+        started = time.perf_counter()
+        await _call_env(self.env.reset, self.limits.step_timeout_s, seed=seed)
+        self.env_s += time.perf_counter() - started
+        self.trajectory.messages = self.env.messages()
+
+    async def step(self, action: str, generation: Generation | None) -> bool:
+        """Step the env with ``action``; record the outcome; True when the episode is over."""
+        started = time.perf_counter()
+        observation, reward, terminated, truncated, info = await _call_env(
+            self.env.step, self.limits.step_timeout_s, action
+        )
+        self.env_s += time.perf_counter() - started
+        t = self.trajectory
+        self.rewards.append(float(reward))
+        t.num_turns += 1
+        t.num_invalid_actions += not info.get("action_is_valid", True)
+        if generation is not None and generation.output_ids:
+            t.turn_rewards.append(float(reward))
+            t.turn_end_indices.append(len(t.response_ids) - 1)
+        t.episode_return = episode_return(self.rewards)
+        t.success = bool(info.get("success", False))
+        t.metrics.update({f"env/{k}": float(v) for k, v in info.get("metrics", {}).items()})
+        t.messages = self.env.messages()
+        if self.observer is not None:
+            self.observer(
+                StepEvent(self.env, t.num_turns, action, observation, reward, terminated, truncated, info, generation)
+            )
+        if terminated or truncated:
+            t.termination = "terminated" if terminated else "truncated"
+            return True
+        if self.limits.max_turns is not None and t.num_turns >= self.limits.max_turns:
+            t.termination = "truncated"
+            return True
+        return False
+
+    async def generate(self, call: Awaitable[Generation]) -> Generation:
+        started = time.perf_counter()
+        generation = await call
+        self.generate_s += time.perf_counter() - started
+        if generation.finish_reason == "abort":
+            raise RuntimeError("the engine aborted the request (shut down or weights changed mid-request)")
+        self.trajectory.finish_reasons.append(generation.finish_reason)
+        return generation
+
+    def finish(self, error: BaseException | None) -> Trajectory:
+        t = self.trajectory
+        if error is not None:  # every failure becomes a well-formed, untrainable trajectory
+            t.termination = "error"
+            t.error = f"{type(error).__name__}: {error}"
+        t.timings = {
+            "generate_s": self.generate_s,
+            "env_s": self.env_s,
+            "total_s": time.perf_counter() - self.started,
+        }
+        t.metrics.update(
+            num_turns=float(t.num_turns),
+            num_invalid_actions=float(t.num_invalid_actions),
+            num_sampled_tokens=float(t.num_sampled_tokens),
+            num_tokens=float(t.num_tokens),
+        )
+        return t
+
+
+def _new_trajectory(spec: EpisodeSpec, policy_version: int) -> Trajectory:
+    return Trajectory(
+        env_id=spec.env_id,
+        seed=spec.seed,
+        group_id=spec.group_id,
+        policy_version=policy_version,
+        env_options=dict(spec.env_options),
+    )
 
 
 async def run_episode(
@@ -147,118 +238,95 @@ async def run_episode(
     sampling: SamplingParams | None = None,
     limits: EpisodeLimits | None = None,
     policy_version: int | None = None,
+    observer: Observer | None = None,
 ) -> Trajectory:
-    """Play one episode of ``env`` (reset here with ``spec.seed``) and return its trajectory.
+    """Play one episode of ``env`` (reset here with ``spec.seed``) with a token-level engine.
 
     ``policy_version`` defaults to the engine's (``engine.stats().policy_version``) when the episode
-    starts. See the module docstring for the turn structure, the limits and failure handling.
+    starts. ``observer`` is called after every step (in the event loop; keep it quick). See the
+    module docstring for the turn structure, the limits and failure handling.
     """
     sampling = sampling or SamplingParams()
     limits = limits or EpisodeLimits()
     if policy_version is None:
         policy_version = engine.stats().policy_version
-    trajectory = Trajectory(
-        env_id=spec.env_id,
-        seed=spec.seed,
-        group_id=spec.group_id,
-        policy_version=policy_version,
-        env_options=dict(spec.env_options),
-    )
-    clock = _Clock()
+    episode = _Episode(env, _new_trajectory(spec, policy_version), limits, observer)
     try:
-        await _play(env, engine, renderer, spec, sampling, limits, trajectory, clock)
-    except Exception as exc:  # every failure becomes a well-formed, untrainable trajectory
-        trajectory.termination = "error"
-        trajectory.error = f"{type(exc).__name__}: {exc}"
-        trajectory.metrics["error_traceback_lines"] = float(len(traceback.format_exception(exc)))
-    trajectory.timings = clock.timings()
-    trajectory.metrics.update(
-        num_turns=float(trajectory.num_turns),
-        num_invalid_actions=float(trajectory.num_invalid_actions),
-        num_sampled_tokens=float(trajectory.num_sampled_tokens),
-        num_tokens=float(trajectory.num_tokens),
-    )
-    return trajectory
+        await _play_tokens(episode, engine, renderer, spec, sampling)
+    except Exception as exc:
+        return episode.finish(exc)
+    return episode.finish(None)
 
 
-async def _play(
-    env: TextEnv,
-    engine: Engine,
-    renderer: Renderer,
-    spec: EpisodeSpec,
-    sampling: SamplingParams,
-    limits: EpisodeLimits,
-    trajectory: Trajectory,
-    clock: _Clock,
+async def _play_tokens(
+    episode: _Episode, engine: Engine, renderer: Renderer, spec: EpisodeSpec, sampling: SamplingParams
 ) -> None:
-    started = time.perf_counter()
-    await _call_env(env.reset, limits.step_timeout_s, seed=spec.seed)
-    clock.env_s += time.perf_counter() - started
-    trajectory.messages = env.messages()
-    trajectory.prompt_ids = list(renderer.prompt_ids(trajectory.messages))
+    t, limits = episode.trajectory, episode.limits
+    await episode.reset(spec.seed)
+    t.prompt_ids = list(renderer.prompt_ids(t.messages))
     stop_ids = tuple(dict.fromkeys((*renderer.stop_token_ids, *sampling.stop_token_ids)))
-    rewards: list[float] = []
     while True:
-        budget = limits.max_total_tokens - trajectory.num_tokens
+        budget = limits.max_total_tokens - t.num_tokens
         if budget < 1:
-            trajectory.termination = "max_tokens"
-            break
+            t.termination = "max_tokens"
+            return
         turn_sampling = dataclasses.replace(
             sampling, max_new_tokens=min(limits.max_new_tokens, budget), stop_token_ids=stop_ids
         )
-        started = time.perf_counter()
-        generation = await engine.generate(
-            trajectory.prompt_ids + trajectory.response_ids, turn_sampling, affinity_key=spec.affinity_key
+        generation = await episode.generate(
+            engine.generate(t.prompt_ids + t.response_ids, turn_sampling, affinity_key=spec.affinity_key)
         )
-        clock.generate_s += time.perf_counter() - started
-        _append_generation(trajectory, generation)
-        action = renderer.decode_action(generation.output_ids)
-
-        started = time.perf_counter()
-        _, reward, terminated, truncated, info = await _call_env(env.step, limits.step_timeout_s, action)
-        clock.env_s += time.perf_counter() - started
-        rewards.append(float(reward))
-        _record_step(trajectory, rewards, info, len(generation.output_ids) > 0)
+        t.response_ids.extend(int(i) for i in generation.output_ids)
+        t.response_mask.extend([1] * len(generation.output_ids))
+        t.rollout_logprobs.extend(float(lp) for lp in generation.logprobs)
         # The conversation up to and including this turn's action; the observation follows it.
-        history = env.messages()[: len(trajectory.messages) + 1]
-        trajectory.messages = env.messages()
-        if terminated or truncated:
-            trajectory.termination = "terminated" if terminated else "truncated"
-            break
-        if limits.max_turns is not None and trajectory.num_turns >= limits.max_turns:
-            trajectory.termination = "truncated"
-            break
-        new_messages = env.observation_messages()
+        history = [*t.messages, {"role": "assistant", "content": renderer.decode_action(generation.output_ids)}]
+        if await episode.step(history[-1]["content"], generation):
+            return
         continuation = renderer.continuation_ids(
-            history, new_messages, generation.output_ids, generation.finish_reason
+            history, episode.env.observation_messages(), generation.output_ids, generation.finish_reason
         )
         # The observation must fit with room for at least one sampled token; otherwise the episode
         # ends here (the observation is dropped, the rewards so far stand).
-        if trajectory.num_tokens + len(continuation) + 1 > limits.max_total_tokens:
-            trajectory.termination = "max_tokens"
-            trajectory.messages = history
-            break
-        trajectory.response_ids.extend(continuation)
-        trajectory.response_mask.extend([0] * len(continuation))
-        trajectory.rollout_logprobs.extend([0.0] * len(continuation))
+        if t.num_tokens + len(continuation) + 1 > limits.max_total_tokens:
+            t.termination = "max_tokens"
+            t.messages = history
+            return
+        t.response_ids.extend(continuation)
+        t.response_mask.extend([0] * len(continuation))
+        t.rollout_logprobs.extend([0.0] * len(continuation))
 
 
-def _append_generation(trajectory: Trajectory, generation: Generation) -> None:
-    if generation.finish_reason == "abort":
-        raise RuntimeError("the engine aborted the request (shut down or weights changed mid-request)")
-    trajectory.response_ids.extend(int(i) for i in generation.output_ids)
-    trajectory.response_mask.extend([1] * len(generation.output_ids))
-    trajectory.rollout_logprobs.extend(float(lp) for lp in generation.logprobs)
-    trajectory.finish_reasons.append(generation.finish_reason)
+ChatFn = Callable[[list[Message], SamplingParams], Awaitable[Generation]]
 
 
-def _record_step(trajectory: Trajectory, rewards: list[float], info: Mapping[str, Any], sampled: bool) -> None:
-    trajectory.num_turns += 1
-    if not info.get("action_is_valid", True):
-        trajectory.num_invalid_actions += 1
-    if sampled:
-        trajectory.turn_rewards.append(rewards[-1])
-        trajectory.turn_end_indices.append(len(trajectory.response_ids) - 1)
-    trajectory.episode_return = episode_return(rewards)
-    trajectory.success = bool(info.get("success", False))
-    trajectory.metrics.update({f"env/{k}": float(v) for k, v in info.get("metrics", {}).items()})
+async def run_chat_episode(
+    env: TextEnv,
+    chat: ChatFn,
+    spec: EpisodeSpec,
+    *,
+    sampling: SamplingParams | None = None,
+    limits: EpisodeLimits | None = None,
+    policy_version: int = 0,
+    observer: Observer | None = None,
+) -> Trajectory:
+    """Play one episode with a text-level policy: ``chat(messages, sampling)`` returns a Generation with ``text``.
+
+    For API-served models (``agents.engines.openai``) and scripted agents. The trajectory has
+    messages, rewards and counters but no token ids (``trainable`` is False): evaluation only.
+    ``limits.max_total_tokens`` does not apply (there are no tokens to count).
+    """
+    sampling = sampling or SamplingParams()
+    limits = limits or EpisodeLimits()
+    episode = _Episode(env, _new_trajectory(spec, policy_version), limits, observer)
+    try:
+        await episode.reset(spec.seed)
+        while True:
+            generation = await episode.generate(chat(episode.trajectory.messages, sampling))
+            if generation.text is None:
+                raise TypeError("a chat policy must return a Generation with text")
+            if await episode.step(generation.text, None):
+                break
+    except Exception as exc:
+        return episode.finish(exc)
+    return episode.finish(None)

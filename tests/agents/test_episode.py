@@ -8,7 +8,8 @@ import time
 import pytest
 from episode_doubles import STOP, CharRenderer, ScriptedEngine, ScriptedEnv
 
-from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
+from agents.engines.base import Generation
+from agents.episode import EpisodeLimits, EpisodeSpec, run_chat_episode, run_episode
 from agents.trajectory import Trajectory
 
 SPEC = EpisodeSpec(env_id="scripted", seed=7, group_id="g0", sample_index=3)
@@ -162,3 +163,40 @@ def test_limits_are_validated():
         EpisodeLimits(max_new_tokens=0)
     with pytest.raises(ValueError, match="step_timeout_s"):
         EpisodeLimits(step_timeout_s=0)
+
+
+def test_observer_sees_every_step():
+    events = []
+    engine = ScriptedEngine([("ab", -0.5, "stop"), ("c", -0.25, "length"), ("d", -1.0, "stop")])
+    play(ScriptedEnv(), engine, observer=events.append)
+    assert [(e.turn, e.action, e.observation, e.reward) for e in events] == [
+        (1, "ab", "o1", 0.0),
+        (2, "c", "o2", 0.5),
+        (3, "d", "o3", 1.0),
+    ]
+    assert [e.terminated for e in events] == [False, False, True]
+    assert events[1].generation.finish_reason == "length"
+
+
+def test_chat_episode_records_text_turns_without_tokens():
+    replies = iter(["bad", "fine", "done"])
+
+    async def chat(messages, sampling):
+        assert messages[-1]["role"] == "user"  # the policy always answers an observation
+        return Generation((), (), "stop", text=next(replies))
+
+    env = ScriptedEnv(rewards=(0.0, 0.0, 1.0))
+    t = asyncio.run(run_chat_episode(env, chat, SPEC))
+    t.validate()
+    assert env.actions == ["bad", "fine", "done"]
+    assert t.termination == "terminated" and t.success and t.num_invalid_actions == 1
+    assert t.episode_return == 0.9 and t.turn_rewards == [] and not t.trainable
+    assert t.messages[-2] == {"role": "assistant", "content": "done"}
+
+
+def test_chat_episode_failure_is_an_error_trajectory():
+    async def chat(messages, sampling):
+        raise TimeoutError("API timed out")
+
+    t = asyncio.run(run_chat_episode(ScriptedEnv(), chat, SPEC))
+    assert t.termination == "error" and t.error == "TimeoutError: API timed out"
