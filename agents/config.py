@@ -28,7 +28,20 @@ from omegaconf.errors import OmegaConfBaseException
 import envs
 from agents.base import AGENTS
 
-__all__ = ["PlayConfig", "UsageError", "compose_play_config", "env_options", "rewrite_overrides", "to_play_config"]
+#: Agents of ``python -m agents.play``: a person, the scripted agents, or a model (``llm`` = the ``hf`` engine).
+MODEL_AGENTS = ("llm", "hf", "openai", "sglang")
+PLAY_AGENTS = (*AGENTS, *MODEL_AGENTS)
+
+__all__ = [
+    "LLMOptions",
+    "PlayConfig",
+    "UsageError",
+    "compose_config",
+    "compose_play_config",
+    "env_options",
+    "rewrite_overrides",
+    "to_play_config",
+]
 
 GENERIC_ENV_CONFIG = "registered"
 
@@ -38,7 +51,47 @@ class UsageError(Exception):
 
 
 @dataclass
-class PlayConfig:
+class LLMOptions:
+    """How a language model is served and sampled, for every command that lets a model play.
+
+    ``model``: ``smollm2`` (the embedded SmolLM2-135M-Instruct), ``tiny`` (a small random model, for
+    tests), a Hugging Face model directory; for ``openai`` the model name the endpoint serves.
+    ``base_url``: the server of ``openai`` (an OpenAI-compatible ``.../v1``) or ``sglang``
+    (``http://host:port``; several separated by commas). ``api_key_env``: the environment variable
+    holding the API key. ``device`` / ``dtype``: for the embedded ``hf`` engine (``auto`` picks CUDA
+    and bf16 where available). Sampling: ``temperature`` (0 = greedy), ``top_p``, ``max_new_tokens``
+    per turn, ``max_total_tokens`` (context budget per episode), ``max_turns`` (``None``: the
+    environment's own limit).
+    """
+
+    model: str = "smollm2"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    device: str = "auto"
+    dtype: str = "auto"
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    max_total_tokens: int = 4096
+    max_turns: int | None = None
+
+
+def check_llm_options(options: LLMOptions) -> None:
+    """Raise :class:`UsageError` for sampling options out of range."""
+    if options.temperature < 0:
+        raise UsageError(f"temperature must be >= 0 (0 = greedy), got {options.temperature}")
+    if not 0 < options.top_p <= 1:
+        raise UsageError(f"top_p must be in (0, 1], got {options.top_p}")
+    if options.max_new_tokens < 1:
+        raise UsageError(f"max_new_tokens must be >= 1, got {options.max_new_tokens}")
+    if options.max_total_tokens < 2:
+        raise UsageError(f"max_total_tokens must be >= 2, got {options.max_total_tokens}")
+    if options.max_turns is not None and options.max_turns < 1:
+        raise UsageError(f"max_turns must be >= 1 (or null for the environment's limit), got {options.max_turns}")
+
+
+@dataclass
+class PlayConfig(LLMOptions):
     """Options of ``python -m agents.play`` (the comments in ``configs/play.yaml`` say the same for users).
 
     ``env``: ``id`` plus the environment's constructor options. ``agent``: ``human`` (read actions
@@ -47,7 +100,8 @@ class PlayConfig:
     ``None`` lets a person play until they quit and a scripted agent play one. ``delay``: seconds a
     scripted agent waits before each action. ``out``: the JSONL file episodes are appended to;
     ``None`` means ``runs/play/<env id>.jsonl``. ``color``: ANSI colours; ``None`` means only when
-    stdout is a terminal and ``NO_COLOR`` is unset.
+    stdout is a terminal and ``NO_COLOR`` is unset. With ``agent=llm`` (the embedded ``hf`` engine),
+    ``agent=openai`` or ``agent=sglang``, a model plays; the :class:`LLMOptions` fields configure it.
     """
 
     env: dict[str, Any] = field(default_factory=dict)
@@ -61,15 +115,18 @@ class PlayConfig:
 
 ConfigStore.instance().store(name="play_schema", node=PlayConfig)
 
-_TOP_LEVEL_KEYS = tuple(f.name for f in fields(PlayConfig))
-
 
 def compose_play_config(overrides: list[str]) -> DictConfig:
     """Compose ``configs/play.yaml`` with command-line ``overrides`` (Hydra syntax), as described above."""
-    rewritten = rewrite_overrides(overrides)
+    return compose_config("play", PlayConfig, overrides)
+
+
+def compose_config(name: str, schema: type, overrides: list[str]) -> DictConfig:
+    """Compose ``configs/<name>.yaml`` (whose schema is the dataclass ``schema``) with ``overrides``."""
+    rewritten = rewrite_overrides(overrides, tuple(f.name for f in fields(schema)))
     try:
         with initialize_config_module(config_module="configs", version_base="1.3"):
-            return compose("play", overrides=rewritten)
+            return compose(name, overrides=rewritten)
     except OverrideParseException as exc:
         raise UsageError(
             f"cannot parse the override {exc.override!r}: {_one_line(exc)}; quote values with spaces"
@@ -89,10 +146,8 @@ def to_play_config(cfg: DictConfig) -> PlayConfig:
     assert isinstance(play, PlayConfig)
     if not isinstance(play.env.get("id"), str) or not play.env["id"]:
         raise UsageError("env.id is missing: choose an environment with env=<id>")
-    if play.agent not in AGENTS:
-        close = difflib.get_close_matches(play.agent, AGENTS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UsageError(f"unknown agent {play.agent!r}{hint}; choose agent={' | agent='.join(AGENTS)}")
+    check_choice("agent", play.agent, PLAY_AGENTS)
+    check_llm_options(play)
     if play.episodes is not None and play.episodes < 1:
         raise UsageError(f"episodes must be at least 1 (or null for no limit), got {play.episodes}")
     if play.delay < 0:
@@ -102,13 +157,23 @@ def to_play_config(cfg: DictConfig) -> PlayConfig:
     return play
 
 
-def env_options(play: PlayConfig) -> dict[str, Any]:
-    """The keyword arguments for ``envs.make``: ``play.env`` without ``id``."""
-    return {key: value for key, value in play.env.items() if key != "id"}
+def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise :class:`UsageError` naming the choices (and a close match) when ``value`` is not one of them."""
+    if value not in choices:
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UsageError(f"unknown {key} {value!r}{hint}; choose {key}={f' | {key}='.join(choices)}")
 
 
-def rewrite_overrides(overrides: list[str]) -> list[str]:
+def env_options(config: Any) -> dict[str, Any]:
+    """The keyword arguments for ``envs.make``: ``config.env`` without ``id``."""
+    return {key: value for key, value in config.env.items() if key != "id"}
+
+
+def rewrite_overrides(overrides: list[str], top_level_keys: tuple[str, ...] | None = None) -> list[str]:
     """Resolve ``env=<id>`` to a config file; make ``env.<option>=`` into ``++env.<option>=`` (module docstring)."""
+    if top_level_keys is None:
+        top_level_keys = tuple(f.name for f in fields(PlayConfig))
     rewritten: list[str] = []
     chose_env = False
     for override in overrides:
@@ -117,10 +182,10 @@ def rewrite_overrides(overrides: list[str]) -> list[str]:
             raise UsageError(f"cannot read {override!r}: overrides look like key=value, e.g. env=sokoban seed=3")
         bare_key = key.lstrip("+~")
         top = bare_key.split(".", 1)[0]
-        if top not in _TOP_LEVEL_KEYS:
-            close = difflib.get_close_matches(top, _TOP_LEVEL_KEYS, n=1)
+        if top not in top_level_keys:
+            close = difflib.get_close_matches(top, top_level_keys, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UsageError(f"unknown option {top!r}{hint}; options: {', '.join(_TOP_LEVEL_KEYS)}, env.<option>")
+            raise UsageError(f"unknown option {top!r}{hint}; options: {', '.join(top_level_keys)}, env.<option>")
         if key == "env":
             chose_env = True
             rewritten.extend(_select_env(value))
