@@ -33,6 +33,7 @@ MODEL_AGENTS = ("llm", "hf", "openai", "sglang")
 PLAY_AGENTS = (*AGENTS, *MODEL_AGENTS)
 
 __all__ = [
+    "EvalConfig",
     "LLMOptions",
     "PlayConfig",
     "UsageError",
@@ -40,6 +41,7 @@ __all__ = [
     "compose_play_config",
     "env_options",
     "rewrite_overrides",
+    "to_eval_config",
     "to_play_config",
 ]
 
@@ -114,6 +116,50 @@ class PlayConfig(LLMOptions):
 
 
 ConfigStore.instance().store(name="play_schema", node=PlayConfig)
+
+
+@dataclass
+class EvalConfig(LLMOptions):
+    """Options of ``python -m agents.eval`` (``configs/eval.yaml`` says the same for users).
+
+    ``agent``: ``hf`` (alias ``llm``), ``sglang``, ``openai``, ``oracle`` or ``random``.
+    ``episodes`` are played with seeds ``seed, seed + 1, ...``, at most ``concurrency`` at a time.
+    ``out``: the JSONL file of trajectories (overwritten); ``None`` means
+    ``runs/eval/<env id>-<agent>-<time>.jsonl``. ``progress``: show a progress bar.
+    """
+
+    env: dict[str, Any] = field(default_factory=dict)
+    agent: str = "hf"
+    episodes: int = 32
+    seed: int = 0
+    concurrency: int = 16
+    out: str | None = None
+    progress: bool = True
+
+
+ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
+
+EVAL_AGENTS = ("hf", "llm", "sglang", "openai", "oracle", "random")
+
+
+def to_eval_config(cfg: DictConfig) -> EvalConfig:
+    """The validated typed config of ``python -m agents.eval``; raises :class:`UsageError`."""
+    if OmegaConf.is_missing(cfg.env, "id"):
+        raise UsageError("env.id is missing: choose an environment with env=<id>")
+    try:
+        config = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:
+        raise UsageError(_one_line(exc)) from exc
+    assert isinstance(config, EvalConfig)
+    check_choice("agent", config.agent, EVAL_AGENTS)
+    check_llm_options(config)
+    if config.episodes < 1:
+        raise UsageError(f"episodes must be at least 1, got {config.episodes}")
+    if config.concurrency < 1:
+        raise UsageError(f"concurrency must be at least 1, got {config.concurrency}")
+    if config.seed < 0:
+        raise UsageError(f"seed must be >= 0, got {config.seed}")
+    return config
 
 
 def compose_play_config(overrides: list[str]) -> DictConfig:

@@ -1,0 +1,277 @@
+"""``python -m agents.eval``: evaluate an agent on an environment and print a table.
+
+:data:`USAGE` is the reference for users. Episodes run concurrently through the same episode loop
+as training (:mod:`agents.episode`); each trajectory is appended to the output JSONL as soon as it
+finishes, so an interrupted evaluation keeps what it played. :func:`summarize` computes the table
+from trajectories (also usable on a JSONL file written earlier, with ``--summarize FILE``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agents.config import EvalConfig
+    from agents.trajectory import Trajectory
+
+__all__ = ["USAGE", "EvalSummary", "evaluate", "main", "summarize"]
+
+USAGE = """\
+usage: python -m agents.eval env=<id> [key=value ...]
+       python -m agents.eval --cfg env=<id> [key=value ...]    print the composed config and exit
+       python -m agents.eval --summarize FILE.jsonl             the table of trajectories written earlier
+
+Evaluate an agent on a turngym environment: play `episodes` episodes (seeds seed, seed+1, ...),
+print success rate, return, turns, invalid-action rate and tokens, and write every trajectory to a
+JSONL file. Options are Hydra overrides of configs/eval.yaml:
+  env=<id>             configs/env/<id>.yaml, or any registered environment id (plugins too)
+  env.<option>=<v>     an option of the environment, e.g. env.dim=8
+  agent=hf             hf (embedded engine; alias llm) | sglang | openai | oracle | random
+  model=smollm2        smollm2 (embedded SmolLM2-135M-Instruct) | tiny | a Hugging Face model dir;
+                       for openai the model name the endpoint serves
+  base_url=null        openai: an OpenAI-compatible URL (.../v1); sglang: http://host:port[,http://...]
+  api_key_env=OPENAI_API_KEY   the environment variable holding the API key (openai)
+  episodes=32 seed=0 concurrency=16
+  temperature=0.7 top_p=1.0 max_new_tokens=256 max_total_tokens=4096 max_turns=null
+  device=auto dtype=auto   the hf engine's device and weights
+  out=null             trajectories JSONL; null: runs/eval/<env id>-<agent>-<time>.jsonl
+  progress=true
+
+Examples:
+  python -m agents.eval env=sokoban agent=hf episodes=16
+  python -m agents.eval env=frozenlake agent=oracle episodes=100
+  python -m agents.eval env=sokoban agent=openai base_url=http://localhost:8000/v1 model=my-model
+"""
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    """The evaluation table's numbers. Rates are fractions; ``*_stderr`` are standard errors of the mean."""
+
+    episodes: int
+    success_rate: float
+    success_stderr: float
+    mean_return: float
+    return_stderr: float
+    mean_turns: float
+    invalid_action_rate: float  # invalid actions / turns
+    mean_sampled_tokens: float  # model tokens per episode
+    mean_total_tokens: float  # prompt + response tokens per episode
+    errors: int
+    max_tokens: int  # episodes ended by the context budget
+    truncated: int
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("episodes", f"{self.episodes}"),
+            ("success rate", f"{self.success_rate:.1%} ± {self.success_stderr:.1%}"),
+            ("mean return", f"{self.mean_return:.3f} ± {self.return_stderr:.3f}"),
+            ("mean turns", f"{self.mean_turns:.2f}"),
+            ("invalid-action rate", f"{self.invalid_action_rate:.1%}"),
+            ("sampled tokens / episode", f"{self.mean_sampled_tokens:.1f}"),
+            ("total tokens / episode", f"{self.mean_total_tokens:.1f}"),
+            ("truncated / max_tokens / error", f"{self.truncated} / {self.max_tokens} / {self.errors}"),
+        ]
+
+
+def _mean_and_stderr(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    if n == 0:
+        return 0.0, 0.0
+    mean = math.fsum(values) / n
+    if n == 1:
+        return mean, 0.0
+    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(variance / n)
+
+
+def summarize(trajectories: Sequence[Trajectory]) -> EvalSummary:
+    """The table over ``trajectories``; episodes that ended in an error count as failures with their return."""
+    success_rate, success_stderr = _mean_and_stderr([float(t.success) for t in trajectories])
+    mean_return, return_stderr = _mean_and_stderr([t.episode_return for t in trajectories])
+    n = max(len(trajectories), 1)
+    turns = sum(t.num_turns for t in trajectories)
+    return EvalSummary(
+        episodes=len(trajectories),
+        success_rate=success_rate,
+        success_stderr=success_stderr,
+        mean_return=mean_return,
+        return_stderr=return_stderr,
+        mean_turns=turns / n,
+        invalid_action_rate=sum(t.num_invalid_actions for t in trajectories) / turns if turns else 0.0,
+        mean_sampled_tokens=sum(t.num_sampled_tokens for t in trajectories) / n,
+        mean_total_tokens=sum(t.num_tokens for t in trajectories) / n,
+        errors=sum(t.termination == "error" for t in trajectories),
+        max_tokens=sum(t.termination == "max_tokens" for t in trajectories),
+        truncated=sum(t.termination == "truncated" for t in trajectories),
+    )
+
+
+def default_output(config: EvalConfig) -> Path:
+    name = str(config.env["id"]).replace("/", "_")
+    return Path("runs") / "eval" / f"{name}-{config.agent}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+
+
+async def evaluate(config: EvalConfig, *, console: Any = None) -> tuple[EvalSummary, list[Trajectory], dict]:
+    """Play ``config.episodes`` episodes; returns the summary, the trajectories and engine metrics."""
+    import envs
+    from agents.config import env_options
+    from agents.episode import EpisodeSpec
+    from agents.policy import make_policy
+    from agents.trajectory import write_trajectories
+
+    env_id, options = config.env["id"], env_options(config)
+    probe = envs.make(env_id, **options)  # bad options fail here, before a model loads
+    policy = make_policy(config.agent, config, tools=probe.tools, batch_size=config.concurrency)
+    out = Path(config.out) if config.out else default_output(config)
+    write_trajectories(out, [], append=False)
+    semaphore = asyncio.Semaphore(config.concurrency)
+
+    async def one(index: int) -> Trajectory:
+        spec = EpisodeSpec(env_id, config.seed + index, group_id=f"eval/{config.seed + index}", env_options=options)
+        async with semaphore:
+            env = envs.make(env_id, **options)
+            try:
+                return await policy.play(env, spec)
+            finally:
+                env.close()
+
+    trajectories: list[Trajectory] = []
+    started = time.perf_counter()
+    try:
+        with _progress(config, console) as advance:
+            for finished in asyncio.as_completed([one(i) for i in range(config.episodes)]):
+                trajectory = await finished
+                write_trajectories(out, [trajectory])
+                trajectories.append(trajectory)
+                advance(trajectory)
+        engine_metrics = policy.engine.stats().as_metrics() if policy.engine is not None else {}
+    finally:
+        await policy.close()
+    engine_metrics["wall_s"] = time.perf_counter() - started
+    engine_metrics["output"] = str(out)
+    trajectories.sort(key=lambda t: t.seed)
+    return summarize(trajectories), trajectories, engine_metrics
+
+
+class _progress:
+    """A rich progress bar on stderr (or nothing), advanced once per finished episode."""
+
+    def __init__(self, config: EvalConfig, console: Any) -> None:
+        self.enabled = config.progress
+        self.total = config.episodes
+        self.console = console
+        self.successes = 0
+        self.done = 0
+
+    def __enter__(self):
+        if not self.enabled:
+            return lambda trajectory: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("[bold]eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=self.console or Console(stderr=True),
+            transient=False,
+        )
+        self.task = self.bar.add_task("eval", total=self.total, status="")
+        self.bar.start()
+        return self.advance
+
+    def advance(self, trajectory: Trajectory) -> None:
+        self.done += 1
+        self.successes += bool(trajectory.success)
+        self.bar.update(self.task, advance=1, status=f"success {self.successes}/{self.done}")
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+
+def print_table(summary: EvalSummary, title: str, extra: dict[str, Any], console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in summary.rows():
+        table.add_row(name, value)
+    if "engine/prefix_hit_rate" in extra and extra.get("engine/prompt_tokens"):
+        table.add_row("prefix-cache hit rate", f"{extra['engine/prefix_hit_rate']:.1%}")
+        table.add_row("generated tokens / s", f"{extra['engine/generated_tokens_per_s']:.1f}")
+    if "wall_s" in extra:
+        table.add_row("wall time", f"{extra['wall_s']:.1f} s")
+    (console or Console()).print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m agents.eval``; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        sys.stdout.write(USAGE)
+        return 0
+    if args[:1] == ["--summarize"]:
+        return _summarize_file(args[1:])
+    print_config = "--cfg" in args
+    overrides = [a for a in args if a != "--cfg"]
+    flags = [a for a in overrides if a.startswith("-")]
+    if flags:
+        print(
+            f"agents.eval: error: unknown flag {flags[0]!r}; flags are --help, --cfg and --summarize", file=sys.stderr
+        )
+        return 2
+    from agents.config import EvalConfig, UsageError, compose_config, to_eval_config
+
+    try:
+        cfg = compose_config("eval", EvalConfig, overrides)
+        if print_config:
+            from omegaconf import OmegaConf
+
+            sys.stdout.write(OmegaConf.to_yaml(cfg))
+            return 0
+        config = to_eval_config(cfg)
+        summary, _, extra = asyncio.run(evaluate(config))
+    except UsageError as exc:
+        print(f"agents.eval: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, ImportError) as exc:  # bad environment options, a missing optional package
+        print(f"agents.eval: error: {exc}", file=sys.stderr)
+        return 2
+    from agents.policy import SCRIPTED_KINDS
+
+    model = "" if config.agent in SCRIPTED_KINDS else f" · model={config.model}"
+    print_table(summary, f"{config.env['id']} · agent={config.agent}{model}", extra)
+    print(f"trajectories: {extra['output']}")
+    return 0
+
+
+def _summarize_file(paths: list[str]) -> int:
+    from agents.trajectory import read_trajectories
+
+    if len(paths) != 1:
+        print("agents.eval: error: --summarize takes one JSONL file", file=sys.stderr)
+        return 2
+    try:
+        trajectories = list(read_trajectories(paths[0]))
+    except (OSError, ValueError) as exc:
+        print(f"agents.eval: error: {exc}", file=sys.stderr)
+        return 2
+    print_table(summarize(trajectories), paths[0], {})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
