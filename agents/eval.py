@@ -128,7 +128,12 @@ async def evaluate(config: EvalConfig, *, console: Any = None) -> tuple[EvalSumm
     from agents.trajectory import write_trajectories
 
     env_id, options = config.env["id"], env_options(config)
-    probe = envs.make(env_id, **options)  # bad options fail here, before a model loads
+    from agents.config import UsageError
+
+    try:  # bad options fail here, before a model loads
+        probe = envs.make(env_id, **options)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
     policy = make_policy(config.agent, config, tools=probe.tools, batch_size=config.concurrency)
     out = Path(config.out) if config.out else default_output(config)
     write_trajectories(out, [], append=False)

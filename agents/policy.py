@@ -130,22 +130,22 @@ def _hf_policy(options, sampling, limits, tools, batch_size) -> Policy:
 
 
 def _sglang_policy(options, sampling, limits, tools) -> Policy:
+    if not options.base_url:
+        raise UsageError("agent=sglang needs base_url=http://host:port (several separated by commas)")
     from agents.chat import ChatRenderer
     from agents.engines.sglang import SGLangEngine
     from agents.models import load_tokenizer
 
-    if not options.base_url:
-        raise UsageError("agent=sglang needs base_url=http://host:port (several separated by commas)")
     engine = SGLangEngine(urls=[u.strip() for u in options.base_url.split(",") if u.strip()])
     renderer = ChatRenderer(load_tokenizer(options.model), tools=tools)
     return Policy(f"sglang:{options.model}", sampling, limits, engine=engine, renderer=renderer, closer=engine.close)
 
 
 def _openai_policy(options, sampling, limits, tools) -> Policy:
-    from agents.engines.openai import OpenAIEngine
-
     if not options.base_url:
         raise UsageError("agent=openai needs base_url=<OpenAI-compatible endpoint, e.g. http://localhost:8000/v1>")
+    from agents.engines.openai import OpenAIEngine
+
     api_key = os.environ.get(options.api_key_env, "EMPTY")
     engine = OpenAIEngine(base_url=options.base_url, model=options.model, api_key=api_key)
 

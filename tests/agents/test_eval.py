@@ -1,0 +1,97 @@
+"""python -m agents.eval: the summary table's arithmetic and the command line with scripted agents."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agents.eval import main, summarize
+from agents.trajectory import Trajectory, read_trajectories
+
+
+def trajectory(success: bool, ret: float, turns: int, invalid: int, sampled: int, termination="terminated"):
+    return Trajectory(
+        env_id="x",
+        seed=0,
+        group_id="",
+        prompt_ids=[0] * 10,
+        response_ids=[1] * sampled,
+        response_mask=[1] * sampled,
+        rollout_logprobs=[-1.0] * sampled,
+        episode_return=ret,
+        success=success,
+        num_turns=turns,
+        num_invalid_actions=invalid,
+        termination=termination,
+        error="boom" if termination == "error" else None,
+    )
+
+
+def test_summary_numbers_by_hand():
+    s = summarize(
+        [
+            trajectory(True, 1.0, 2, 0, 4),
+            trajectory(False, -0.5, 3, 1, 6, "truncated"),
+            trajectory(False, 0.5, 1, 1, 2, "error"),
+            trajectory(True, 1.0, 2, 0, 4, "max_tokens"),
+        ]
+    )
+    assert s.episodes == 4
+    # successes 1,0,0,1: mean 0.5; unbiased variance = 4 * 0.25 / 3 = 1/3; stderr = sqrt(1/3 / 4)
+    assert s.success_rate == 0.5 and math.isclose(s.success_stderr, math.sqrt(1 / 12))
+    # returns 1, -0.5, 0.5, 1: mean 0.5; squared deviations .25 + 1 + 0 + .25 = 1.5; var .5; stderr sqrt(.5/4)
+    assert s.mean_return == 0.5 and math.isclose(s.return_stderr, math.sqrt(0.125))
+    assert s.mean_turns == 2.0  # 8 turns / 4
+    assert s.invalid_action_rate == 0.25  # 2 invalid / 8 turns
+    assert s.mean_sampled_tokens == 4.0 and s.mean_total_tokens == 14.0
+    assert (s.truncated, s.max_tokens, s.errors) == (1, 1, 1)
+
+
+def test_empty_summary_is_zero():
+    s = summarize([])
+    assert s.episodes == 0 and s.success_rate == 0.0 and s.invalid_action_rate == 0.0
+
+
+def test_oracle_evaluation_writes_every_trajectory(tmp_path, capsys):
+    out = tmp_path / "eval.jsonl"
+    assert main(["env=sokoban", "agent=oracle", "episodes=6", "seed=10", f"out={out}", "progress=false"]) == 0
+    printed = capsys.readouterr().out
+    assert "success rate" in printed and "100.0%" in printed and str(out) in printed
+    trajectories = list(read_trajectories(out))
+    assert sorted(t.seed for t in trajectories) == list(range(10, 16))
+    assert all(t.success and t.termination == "terminated" and not t.trainable for t in trajectories)
+    assert main(["--summarize", str(out)]) == 0
+    assert "100.0%" in capsys.readouterr().out
+
+
+def test_random_agent_on_frozenlake_with_env_options(tmp_path, capsys):
+    out = tmp_path / "r.jsonl"
+    args = ["env=frozenlake", "agent=random", "episodes=5", "env.size=5", f"out={out}", "progress=false"]
+    assert main(args) == 0
+    assert len(list(read_trajectories(out))) == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["env=sokoban", "agent=orcale"], "unknown agent 'orcale' (did you mean 'oracle'?)"),
+        (["env=sokoban", "episodes=0"], "episodes must be at least 1"),
+        (["env=sokoban", "temperature=-1"], "temperature must be >= 0"),
+        (["env=sokoban", "agent=oracle", "env.dimm=3"], "did you mean 'dim'"),
+        (["env=sokoban", "agent=openai"], "agent=openai needs base_url"),
+        (["agent=oracle"], "choose an environment with env=<id>"),
+        (["env=sokoban", "--bogus"], "unknown flag"),
+    ],
+)
+def test_mistakes_exit_2_with_one_line_before_any_model_loads(args, message, capsys):
+    assert main([*args, "progress=false"] if "--bogus" not in args else args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_help_and_cfg(capsys):
+    assert main(["--help"]) == 0
+    assert "agent=hf" in capsys.readouterr().out
+    assert main(["--cfg", "env=sokoban", "agent=random"]) == 0
+    assert "agent: random" in capsys.readouterr().out
