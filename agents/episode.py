@@ -129,11 +129,12 @@ async def _call_env(fn: Callable[..., T], timeout_s: float | None, *args: Any, *
 
 @dataclass(frozen=True)
 class StepEvent:
-    """What an observer of :func:`run_episode` sees after every environment step (e.g. ``agents.play``)."""
+    """What an observer of :func:`run_episode` sees after the reset (``turn == 0``, ``action is None``) and
+    after every environment step (e.g. ``agents.play`` showing a model play)."""
 
     env: TextEnv
     turn: int
-    action: str
+    action: str | None
     observation: str
     reward: float
     terminated: bool
@@ -157,9 +158,11 @@ class _Episode:
 
     async def reset(self, seed: int) -> None:
         started = time.perf_counter()
-        await _call_env(self.env.reset, self.limits.step_timeout_s, seed=seed)
+        observation, info = await _call_env(self.env.reset, self.limits.step_timeout_s, seed=seed)
         self.env_s += time.perf_counter() - started
         self.trajectory.messages = self.env.messages()
+        if self.observer is not None:
+            self.observer(StepEvent(self.env, 0, None, observation, 0.0, False, False, info, None))
 
     async def step(self, action: str, generation: Generation | None) -> bool:
         """Step the env with ``action``; record the outcome; True when the episode is over."""

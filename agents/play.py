@@ -38,11 +38,15 @@ Play a turngym environment in the terminal, or watch a scripted agent play it. O
 overrides of configs/play.yaml:
   env=<id>           configs/env/<id>.yaml, or any registered environment id (plugins too)
   env.<option>=<v>   an option of the environment, e.g. env.dim=8 env.num_boxes=2 (unknown ones fail early)
-  agent=human        human (you type the actions) | oracle | random
+  agent=human        human (you type the actions) | oracle | random | llm (a model; also hf, openai, sglang)
+  model=smollm2      the model of agent=llm: smollm2 (embedded) | tiny | a Hugging Face model dir
+  base_url=null      agent=openai: an OpenAI-compatible URL (.../v1); agent=sglang: http://host:port
+  temperature=0.7    and top_p, max_new_tokens, max_total_tokens, max_turns, device, dtype (see agents.eval --help)
   seed=null          first episode's seed, seed+1 for the next one; null: a fresh random seed each episode
   episodes=null      episodes to play; null: a person plays until :q, a scripted agent plays one
   delay=0.5          seconds a scripted agent waits before each action
   out=null           JSONL file every episode is appended to; null: runs/play/<env id>.jsonl
+                     (a model's trajectories: runs/play/<env id>.trajectories.jsonl)
   color=null         true | false; null: colours only when stdout is a terminal and NO_COLOR is unset
 
 {KEYS}
@@ -54,6 +58,7 @@ Examples:
   python -m agents.play env=sokoban seed=3 env.dim=8
   python -m agents.play env=sokoban agent=oracle episodes=3 delay=0.2 out=episodes.jsonl
   python -m agents.play env=frozenlake agent=random env.is_slippery=true color=false
+  python -m agents.play env=sokoban agent=llm model=smollm2 episodes=2 delay=0
 """
 
 
@@ -86,7 +91,7 @@ def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
     from omegaconf import OmegaConf
 
     from agents.base import has_oracle, make_agent
-    from agents.config import UsageError, compose_play_config, env_options, to_play_config
+    from agents.config import MODEL_AGENTS, UsageError, compose_play_config, env_options, to_play_config
     from agents.display import Terminal, wants_color
     from agents.play_loop import play
 
@@ -99,8 +104,12 @@ def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
     env = _make_env(env_id, env_options(play_cfg))
     if play_cfg.agent == "oracle" and not has_oracle(env):
         raise UsageError(f"environment {env_id!r} has no oracle; use agent=random or agent=human")
-    agent = None if play_cfg.agent == "human" else make_agent(play_cfg.agent, seed=play_cfg.seed)
     term = Terminal(sys.stdout, sys.stdin, color=wants_color(sys.stdout, play_cfg.color))
+    if play_cfg.agent in MODEL_AGENTS:
+        from agents.play_model import play_model
+
+        return play_model(env, play_cfg, term)
+    agent = None if play_cfg.agent == "human" else make_agent(play_cfg.agent, seed=play_cfg.seed)
     return play(env, play_cfg, agent, term, help_text=KEYS)
 
 

@@ -170,12 +170,13 @@ def test_observer_sees_every_step():
     engine = ScriptedEngine([("ab", -0.5, "stop"), ("c", -0.25, "length"), ("d", -1.0, "stop")])
     play(ScriptedEnv(), engine, observer=events.append)
     assert [(e.turn, e.action, e.observation, e.reward) for e in events] == [
+        (0, None, "o0", 0.0),  # the reset
         (1, "ab", "o1", 0.0),
         (2, "c", "o2", 0.5),
         (3, "d", "o3", 1.0),
     ]
-    assert [e.terminated for e in events] == [False, False, True]
-    assert events[1].generation.finish_reason == "length"
+    assert [e.terminated for e in events] == [False, False, False, True]
+    assert events[2].generation.finish_reason == "length"
 
 
 def test_chat_episode_records_text_turns_without_tokens():
