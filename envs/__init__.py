@@ -56,6 +56,12 @@ def _register_builtins() -> None:
         gym_id="turngym/FrozenLake-v0",
         description="FrozenLake, 4x4 with random start and goal; reach the goal without falling into a hole",
     )
+    register(
+        "webshop",
+        "envs.webshop.env:WebShopEnv",
+        gym_id="turngym/WebShop-v0",
+        description="WebShop over a generated 4,500-product catalogue; search, browse, choose options and buy",
+    )
 
 
 _register_builtins()
