@@ -1,0 +1,176 @@
+"""The inference engine every environment actor shares, and how environment actors reach it.
+
+Environment actors never hold a model. They hold an :class:`~agents.engines.base.Engine` built in
+their own process by an *engine factory*: any picklable zero-argument callable that returns an
+Engine. Two kinds exist:
+
+* In-process engines (``hf``): the engine lives in one Ray async actor, :class:`EngineHost`, started
+  by :func:`launch_engine_actor`. Concurrent ``generate`` calls from every environment actor run
+  concurrently in that actor's event loop, so the engine batches them and shares its prefix cache
+  across episodes. :class:`EngineClient` implements the Engine protocol on top of the actor handle
+  (``generate``, ``update_weights`` and ``stats`` are actor calls); :class:`EngineClientFactory`
+  is the picklable factory environment actors receive.
+* Remote engines (SGLang servers): the client talks HTTP to the servers itself, so the factory is
+  the engine's own picklable configuration, for example ``functools.partial(SGLangEngine,
+  SGLangConfig(urls=[...]))`` for servers already running, and each environment actor builds its
+  own client; no engine actor is involved.
+
+:class:`HfEngineFactory` is the picklable recipe for the ``hf`` engine: the model by name
+(:func:`agents.models.load_model`), loaded in the engine actor's process.
+
+``update_weights`` through :class:`EngineClient` sends the state dict through Ray's object store:
+size the store for it (:func:`trainer.rollout.init_ray`), or sync weights another way for large models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agents.engines.base import Engine, EngineStats, Generation, SamplingParams
+
+__all__ = [
+    "EngineClient",
+    "EngineClientFactory",
+    "EngineFactory",
+    "EngineHost",
+    "HfEngineFactory",
+    "launch_engine_actor",
+]
+
+#: A picklable zero-argument callable that builds an Engine in the process that calls it.
+EngineFactory = Callable[[], Engine]
+
+
+class EngineHost:
+    """The plain class behind the engine actor: builds the engine once and forwards every call to it.
+
+    Tests use it directly; :func:`launch_engine_actor` runs it as a Ray async actor.
+    """
+
+    def __init__(self, make_engine: EngineFactory) -> None:
+        self.engine = make_engine()
+
+    async def generate(
+        self, input_ids: Sequence[int], sampling: SamplingParams, affinity_key: str | None = None
+    ) -> Generation:
+        return await self.engine.generate(input_ids, sampling, affinity_key)
+
+    async def update_weights(self, state_dict: Mapping[str, Any], policy_version: int) -> None:
+        await self.engine.update_weights(state_dict, policy_version)
+
+    async def stats(self) -> EngineStats:
+        return self.engine.stats()
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+    async def ping(self) -> str:
+        return self.engine.name
+
+
+class EngineClient:
+    """The Engine protocol over a handle of an :class:`EngineHost` actor; picklable (it holds only the handle).
+
+    ``stats()`` is synchronous, as the protocol says, and so blocks on an actor call: inside an event
+    loop use ``await client.stats_async()`` (or run ``stats`` in a thread) instead.
+    """
+
+    def __init__(self, handle: Any, name: str = "engine-actor") -> None:
+        self.handle = handle
+        self.name = name
+
+    async def generate(
+        self, input_ids: Sequence[int], sampling: SamplingParams, affinity_key: str | None = None
+    ) -> Generation:
+        return await self.handle.generate.remote(list(input_ids), sampling, affinity_key)
+
+    async def update_weights(self, state_dict: Mapping[str, Any], policy_version: int) -> None:
+        await self.handle.update_weights.remote(state_dict, policy_version)
+
+    def stats(self) -> EngineStats:
+        import ray
+
+        return ray.get(self.handle.stats.remote())
+
+    async def stats_async(self) -> EngineStats:
+        return await self.handle.stats.remote()
+
+    def factory(self) -> EngineClientFactory:
+        """What to give a :class:`~trainer.rollout.RolloutManager`: each environment actor builds a client from it."""
+        return EngineClientFactory(self.handle, self.name)
+
+    async def close(self) -> None:
+        """Close the engine inside the actor (the actor itself stays until killed or its owner exits)."""
+        await self.handle.close.remote()
+
+
+@dataclass(frozen=True)
+class EngineClientFactory:
+    """The picklable factory that environment actors call to get an :class:`EngineClient`."""
+
+    handle: Any
+    name: str = "engine-actor"
+
+    def __call__(self) -> EngineClient:
+        return EngineClient(self.handle, self.name)
+
+
+@dataclass(frozen=True)
+class HfEngineFactory:
+    """Builds :class:`agents.engines.hf.HfEngine` on ``model``, a name :func:`agents.models.load_model` knows.
+
+    The other fields are HfEngine's options; ``dtype`` is a torch dtype's name.
+    """
+
+    model: str = "tiny"
+    dtype: str = "float32"
+    device: str = "cpu"
+    max_batch_size: int = 16
+    max_context: int | None = None
+    seed: int | None = None
+
+    def __call__(self) -> Engine:
+        from agents.engines.hf import HfEngine
+        from agents.models import load_model
+
+        return HfEngine(
+            load_model(self.model, dtype=self.dtype, device=self.device),
+            device=self.device,
+            max_batch_size=self.max_batch_size,
+            max_context=self.max_context,
+            seed=self.seed,
+        )
+
+
+def launch_engine_actor(
+    make_engine: EngineFactory,
+    *,
+    num_cpus: float = 1.0,
+    num_gpus: float = 0.0,
+    max_concurrency: int = 1024,
+    name: str = "engine-actor",
+    ready_timeout_s: float = 600.0,
+) -> EngineClient:
+    """Start an :class:`EngineHost` actor that builds its engine with ``make_engine``; wait until it is up.
+
+    ``num_cpus`` also sets the actor's thread count for torch (Ray exports ``OMP_NUM_THREADS`` from
+    it). ``max_concurrency`` bounds the requests the actor serves at once. Starts Ray locally
+    (:func:`trainer.rollout.init_ray`) if it is not running. Raises what the engine's construction
+    raised, or ``TimeoutError`` after ``ready_timeout_s``.
+    """
+    from trainer.rollout import import_ray, init_ray
+
+    ray = import_ray()
+    init_ray()  # a no-op when Ray is running; else the local default, capped
+    actor_class = ray.remote(EngineHost).options(
+        num_cpus=num_cpus, num_gpus=num_gpus, max_concurrency=max_concurrency, max_restarts=0
+    )
+    handle = actor_class.remote(make_engine)
+    try:
+        engine_name = ray.get(handle.ping.remote(), timeout=ready_timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        ray.kill(handle)
+        raise TimeoutError(f"the engine actor did not start within {ready_timeout_s} s") from None
+    return EngineClient(handle, name=f"{name}/{engine_name}")
