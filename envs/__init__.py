@@ -57,6 +57,12 @@ def _register_builtins() -> None:
         description="FrozenLake, 4x4 with random start and goal; reach the goal without falling into a hole",
     )
     register(
+        "toolcall",
+        "envs.toolcall.env:ToolCallEnv",
+        gym_id="turngym/ToolCall-v0",
+        description="Tool calling over a fictional world: multi-hop questions and stateful jobs, Hermes <tool_call>",
+    )
+    register(
         "webshop",
         "envs.webshop.env:WebShopEnv",
         gym_id="turngym/WebShop-v0",
