@@ -68,6 +68,12 @@ def _register_builtins() -> None:
         gym_id="turngym/WebShop-v0",
         description="WebShop over a generated 4,500-product catalogue; search, browse, choose options and buy",
     )
+    register(
+        "code",
+        "envs.code.env:CodeEnv",
+        gym_id="turngym/Code-v0",
+        description="Python programming problems judged by sandboxed tests (stdin/stdout, function calls, asserts)",
+    )
 
 
 _register_builtins()
