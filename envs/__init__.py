@@ -74,6 +74,18 @@ def _register_builtins() -> None:
         gym_id="turngym/Code-v0",
         description="Python programming problems judged by sandboxed tests (stdin/stdout, function calls, asserts)",
     )
+    register(
+        "textarena",
+        "envs.textarena:TextArenaEnv",
+        gym_id="turngym/TextArena-v0",
+        description="A TextArena game (game=...), alone or against a fixed opponent; needs textarena==0.7.4",
+    )
+    register(
+        "verifiers",
+        "envs.verifiers:VerifiersEnv",
+        gym_id="turngym/Verifiers-v0",
+        description="A verifiers environment (environment=..., classic API) scored by its rubric; verifiers==0.3.1",
+    )
 
 
 _register_builtins()
