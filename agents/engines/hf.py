@@ -1,0 +1,416 @@
+"""``HfEngine``: the embedded transformers engine (CPU or CUDA), continuous batching with prefix caching.
+
+One worker thread owns the model and runs the batching loop; ``generate`` may be awaited from any number of
+tasks on any number of event loops and threads (Ray async actors included): each call queues a request and
+awaits its future. Each loop iteration
+
+1. applies a pending weight update when allowed (below);
+2. admits queued requests while the batch has room: the longest prefix of the request found in the
+   prefix cache is copied, only the remaining tokens are prefilled, the first token is sampled, and the
+   prompt's keys/values go into the prefix cache (so concurrent conversations share a system prompt);
+3. runs one decode step for every running sequence together and retires finished ones, storing their
+   keys/values (prompt + output except the last sampled token, whose keys/values were never computed)
+   in the prefix cache.
+
+Prefix reuse, exactly: a request's ``cached_tokens`` is the longest common prefix with a cached sequence,
+capped at ``len(input_ids) - 1`` (the last input token is always run to get the next-token logits). For
+turn ``k + 1`` of a conversation whose input starts with turn ``k``'s input and output, that is
+``len(input_k) + len(output_k) - 1``: every token but the last sampled one.
+
+Weight updates (``update_weights``): by default the update waits for the running sequences to finish with
+the old weights (queued requests are not admitted meanwhile), then loads the state dict in place, clears the
+prefix cache and sets the version; every ``Generation`` therefore comes from exactly one policy version,
+and requests admitted after the update use the new one. With ``abort_in_flight=True`` running sequences
+end at once with ``finish_reason == "abort"`` and the tokens sampled so far.
+
+Stop tokens: the model's ``generation_config.eos_token_id`` (int or list) plus ``SamplingParams.stop_token_ids``.
+Context: ``max_context`` (default: the model's ``max_position_embeddings``) bounds prompt plus output; a
+prompt of ``max_context`` tokens or more raises ``ValueError``; a generation that reaches it ends with
+``"length"``. Full-attention decoder models only (sliding-window layers are refused).
+
+Why not transformers' ``ContinuousBatchingManager``: measured on this workload shape (benchmarks/hf_engine.py)
+it served about half the tokens per second on CPU, and it cannot keep this contract as is: sampling versus
+greedy is one switch for the whole manager, there is no per-request seed, its logprobs are taken after top-k/top-p
+renormalisation, and prefixes are shared in whole pages only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams
+from agents.engines.hf_kv import PrefixCache, RunningBatch, cache_from_prefix, sequence_kv
+from agents.engines.hf_sampling import sample_next_tokens
+
+__all__ = ["HfEngine"]
+
+
+@dataclass
+class _Request:
+    input_ids: np.ndarray
+    sampling: SamplingParams
+    stop_ids: frozenset[int]
+    max_new_tokens: int  # sampling.max_new_tokens capped by the context
+    generator: torch.Generator
+    future: concurrent.futures.Future
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    cached_tokens: int = 0
+    kv_tokens: int = 0  # tokens whose keys/values are computed: input + output[:-1] once running
+
+    def finish_reason(self) -> FinishReason | None:
+        if self.output_ids and self.output_ids[-1] in self.stop_ids:
+            return "stop"
+        return "length" if len(self.output_ids) >= self.max_new_tokens else None
+
+    def resolve(self, reason: FinishReason) -> None:
+        generation = Generation(
+            output_ids=tuple(self.output_ids),
+            logprobs=tuple(self.logprobs),
+            finish_reason=reason,
+            prompt_tokens=len(self.input_ids),
+            cached_tokens=self.cached_tokens,
+        )
+        if not self.future.done():
+            self.future.set_result(generation)
+
+
+@dataclass
+class _Update:
+    state_dict: Mapping[str, Any]
+    policy_version: int
+    abort_in_flight: bool
+    future: concurrent.futures.Future
+
+
+class HfEngine:
+    """Continuous batching over a transformers causal LM with prefix caching (contract: module docstring).
+
+    ``model_or_path`` is a loaded ``PreTrainedModel`` (used as is, moved to ``device``/``dtype`` when given)
+    or a directory for ``AutoModelForCausalLM.from_pretrained``. ``max_batch_size`` sequences are decoded
+    together; ``max_cached_tokens`` bounds the prefix cache; ``seed`` seeds requests without their own seed.
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model_or_path: Any,
+        *,
+        device: str = "cpu",
+        dtype: torch.dtype | None = None,
+        max_batch_size: int = 16,
+        max_context: int | None = None,
+        max_cached_tokens: int = 32768,
+        seed: int | None = None,
+    ):
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = _load_model(model_or_path, device, dtype)
+        config = self.model.config
+        model_limit = getattr(config, "max_position_embeddings", None) or 2**31
+        self.max_context = min(max_context or model_limit, model_limit)
+        self.max_batch_size = max_batch_size
+        self.vocab_size = int(config.vocab_size)
+        self.device = torch.device(device)
+        self.eos_ids = _eos_ids(self.model)
+        self._num_layers = int(config.num_hidden_layers)
+        self._prefix = PrefixCache(max_cached_tokens)
+        self._batch = RunningBatch(max_batch_size)
+        self._running: list[_Request] = []
+        self._waiting: deque[_Request] = deque()
+        self._updates: deque[_Update] = deque()
+        self._condition = threading.Condition()
+        self._closing = False
+        self._failure: BaseException | None = None
+        self._stats = EngineStats()
+        self._counters = {"decode_steps": 0, "decode_rows": 0, "max_decode_batch_size": 0, "prefill_forwards": 0}
+        self._seed_source = torch.Generator().manual_seed(seed if seed is not None else int(time.time_ns() % 2**63))
+        self._thread = threading.Thread(target=self._loop, name="hf-engine", daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------- public, any thread or event loop
+    async def generate(
+        self, input_ids: Sequence[int], sampling: SamplingParams, affinity_key: str | None = None
+    ) -> Generation:
+        """Sample one response to ``input_ids`` (``affinity_key`` is unused: one replica holds every prefix)."""
+        request = self._make_request(input_ids, sampling)
+        with self._condition:
+            self._check_open()
+            self._waiting.append(request)
+            self._condition.notify()
+        return await asyncio.wrap_future(request.future)
+
+    async def update_weights(
+        self, state_dict: Mapping[str, Any], policy_version: int, *, abort_in_flight: bool = False
+    ) -> None:
+        """Load a full state dict in place, drop the prefix cache and set the version (semantics: module docstring)."""
+        update = _Update(state_dict, policy_version, abort_in_flight, concurrent.futures.Future())
+        with self._condition:
+            self._check_open()
+            self._updates.append(update)
+            self._condition.notify()
+        await asyncio.wrap_future(update.future)
+
+    def stats(self) -> EngineStats:
+        with self._condition:
+            steps = self._counters["decode_steps"]
+            extra = {
+                "decode_steps": float(steps),
+                "mean_decode_batch_size": self._counters["decode_rows"] / steps if steps else 0.0,
+                "max_decode_batch_size": float(self._counters["max_decode_batch_size"]),
+                "prefill_forwards": float(self._counters["prefill_forwards"]),
+                "prefix_cache_tokens": float(self._prefix.stored_tokens),
+            }
+            return EngineStats(**{**self._stats.__dict__, "extra": extra})
+
+    async def close(self) -> None:
+        """Stop the loop: running and queued requests end with ``"abort"``; later calls raise ``RuntimeError``."""
+        with self._condition:
+            self._closing = True
+            self._condition.notify()
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        self._prefix.clear()
+        self._batch = RunningBatch(self.max_batch_size)
+
+    # ----------------------------------------------------------------- request validation
+    def _make_request(self, input_ids: Sequence[int], sampling: SamplingParams) -> _Request:
+        ids = np.asarray(list(input_ids), dtype=np.int64)
+        if ids.ndim != 1 or len(ids) == 0:
+            raise ValueError("input_ids must be a non-empty flat sequence of token ids")
+        if ids.min() < 0 or ids.max() >= self.vocab_size:
+            raise ValueError(f"input_ids must lie in [0, {self.vocab_size}), the model's vocabulary")
+        if len(ids) >= self.max_context:
+            raise ValueError(
+                f"prompt of {len(ids)} tokens does not fit max_context={self.max_context} (prompt plus at least one "
+                "new token); shorten the conversation or raise max_context"
+            )
+        if sampling.seed is not None:
+            generator = torch.Generator().manual_seed(sampling.seed)
+        else:
+            with self._condition:
+                generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=self._seed_source)))
+        return _Request(
+            input_ids=ids,
+            sampling=sampling,
+            stop_ids=frozenset(self.eos_ids) | frozenset(sampling.stop_token_ids),
+            max_new_tokens=min(sampling.max_new_tokens, self.max_context - len(ids)),
+            generator=generator,
+            future=concurrent.futures.Future(),
+        )
+
+    def _check_open(self) -> None:
+        if self._failure is not None:
+            raise RuntimeError(f"HfEngine's batching loop failed earlier: {self._failure!r}; create a new engine")
+        if self._closing:
+            raise RuntimeError("HfEngine is closed; create a new engine")
+
+    # ----------------------------------------------------------------- the batching loop (worker thread)
+    def _loop(self) -> None:
+        try:
+            with torch.no_grad():
+                while self._wait_for_work():
+                    started = time.perf_counter()
+                    self._apply_update_if_ready()
+                    self._admit_waiting()
+                    if self._running:
+                        self._decode_step()
+                    with self._condition:
+                        self._stats.busy_seconds += time.perf_counter() - started
+                self._abort_all()
+        except BaseException as error:  # every waiter must hear about it, or it hangs forever
+            self._fail_all(error)
+
+    def _wait_for_work(self) -> bool:
+        """Block until there is something to do; False once the engine is closing."""
+        with self._condition:
+            while not (self._closing or self._running or self._waiting or self._updates):
+                self._condition.wait()
+            return not self._closing
+
+    def _apply_update_if_ready(self) -> None:
+        with self._condition:
+            if not self._updates:
+                return
+            update = self._updates[0]
+        if update.abort_in_flight:
+            self._retire_all("abort")
+        if self._running:
+            return  # wait for the running sequences to finish with the old weights
+        try:
+            state_dict = _checked_state_dict(self.model, update.state_dict)
+        except ValueError as error:  # the caller's mistake, found before any weight changed: the loop goes on
+            with self._condition:
+                self._updates.popleft()
+            update.future.set_exception(error)
+            return
+        self.model.load_state_dict(state_dict, strict=False)
+        self._prefix.clear()
+        with self._condition:
+            self._updates.popleft()
+            self._stats.policy_version = update.policy_version
+        update.future.set_result(None)
+
+    def _admit_waiting(self) -> None:
+        while len(self._running) < self.max_batch_size:
+            with self._condition:
+                if self._updates or not self._waiting:
+                    return
+                request = self._waiting.popleft()
+            if request.future.cancelled():
+                continue
+            self._prefill(request)
+
+    def _prefill(self, request: _Request) -> None:
+        """Prefill what the prefix cache lacks, sample the first token, then retire or join the batch."""
+        n = len(request.input_ids)
+        prefix, cached = self._prefix.match(request.input_ids, limit=n - 1)
+        cache = cache_from_prefix(prefix, cached, self._num_layers, capacity=n)
+        new_ids = torch.as_tensor(request.input_ids[cached:], device=self.device)[None]
+        positions = torch.arange(cached, n, device=self.device)[None]
+        logits = self.model(
+            input_ids=new_ids, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
+        ).logits[:, -1]
+        kv = sequence_kv(cache)
+        self._prefix.insert(request.input_ids, kv)
+        request.cached_tokens, request.kv_tokens = cached, n
+        with self._condition:
+            self._stats.requests += 1
+            self._stats.prompt_tokens += n
+            self._stats.cached_prompt_tokens += cached
+            self._counters["prefill_forwards"] += 1
+        self._record_samples([request], logits)
+        reason = request.finish_reason()
+        if reason is not None:
+            request.resolve(reason)
+            return
+        self._batch.add(kv)
+        self._running.append(request)
+
+    def _decode_step(self) -> None:
+        requests = self._running
+        input_ids = torch.tensor([[r.output_ids[-1]] for r in requests], device=self.device)
+        positions = torch.tensor([[r.kv_tokens] for r in requests], device=self.device)
+        cache, attention_mask = self._batch.step_inputs()
+        logits = self.model(
+            input_ids=input_ids,
+            position_ids=positions,
+            attention_mask=attention_mask.to(self.device),
+            past_key_values=cache,
+            use_cache=True,
+        ).logits[:, -1]
+        self._batch.advance()
+        for request in requests:
+            request.kv_tokens += 1
+        with self._condition:
+            self._counters["decode_steps"] += 1
+            self._counters["decode_rows"] += len(requests)
+            self._counters["max_decode_batch_size"] = max(self._counters["max_decode_batch_size"], len(requests))
+        self._record_samples(requests, logits)
+        for row in reversed(range(len(requests))):
+            request = requests[row]
+            reason = request.finish_reason()
+            if reason is None and request.future.cancelled():
+                reason = "abort"
+            if reason is not None:
+                self._retire(row, reason)
+
+    def _record_samples(self, requests: list[_Request], logits: torch.Tensor) -> None:
+        tokens, logprobs = sample_next_tokens(logits, [r.sampling for r in requests], [r.generator for r in requests])
+        for request, token, logprob in zip(requests, tokens, logprobs, strict=True):
+            request.output_ids.append(token)
+            request.logprobs.append(logprob)
+        with self._condition:
+            self._stats.generated_tokens += len(tokens)
+
+    def _retire(self, row: int, reason: FinishReason) -> None:
+        """Finish the request in ``row``: cache its keys/values, resolve it, and drop it from the batch."""
+        request = self._running[row]
+        tokens = np.concatenate([request.input_ids, np.asarray(request.output_ids[:-1], dtype=np.int64)])
+        self._prefix.insert(tokens, self._batch.extract(row))
+        self._batch.remove(row)
+        self._running[row] = self._running[-1]
+        self._running.pop()
+        request.resolve(reason)
+
+    def _retire_all(self, reason: FinishReason) -> None:
+        for row in reversed(range(len(self._running))):
+            self._retire(row, reason)
+
+    def _abort_all(self) -> None:
+        self._retire_all("abort")
+        with self._condition:
+            waiting, self._waiting = list(self._waiting), deque()
+            updates, self._updates = list(self._updates), deque()
+        for request in waiting:
+            request.resolve("abort")
+        for update in updates:
+            update.future.set_exception(RuntimeError("HfEngine closed before the weight update was applied"))
+
+    def _fail_all(self, error: BaseException) -> None:
+        with self._condition:
+            self._failure = error
+            pending = [r.future for r in self._running] + [r.future for r in self._waiting]
+            pending += [u.future for u in self._updates]
+            self._running, self._waiting, self._updates = [], deque(), deque()
+        failure = RuntimeError(f"HfEngine's batching loop failed: {error!r}")
+        failure.__cause__ = error
+        for future in pending:
+            if not future.done():
+                future.set_exception(failure)
+
+
+def _load_model(model_or_path: Any, device: str, dtype: torch.dtype | None) -> Any:
+    if isinstance(model_or_path, str | Path):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(str(model_or_path), dtype=dtype or torch.float32)
+    else:
+        model = model_or_path
+    model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device)
+    layer_types = getattr(model.config, "layer_types", None) or []
+    if any(kind != "full_attention" for kind in layer_types):
+        raise ValueError(f"HfEngine supports full-attention models only; this one has layer types {set(layer_types)}")
+    return model.eval()
+
+
+def _checked_state_dict(model: Any, state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """``state_dict`` if it covers every weight of ``model`` with the right shapes, else ``ValueError``.
+
+    Tied weights (one tensor under several names, e.g. embeddings and output head) need only one of their names.
+    """
+    names_of: dict[int, list[str]] = {}
+    for name, tensor in [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]:
+        names_of.setdefault(id(tensor), []).append(name)
+    expected = model.state_dict()
+    unexpected = sorted(set(state_dict) - set(expected))
+    missing = [names[0] for names in names_of.values() if names[0] in expected and not set(names) & set(state_dict)]
+    wrong = [k for k, v in state_dict.items() if k in expected and tuple(v.shape) != tuple(expected[k].shape)]
+    if unexpected or missing or wrong:
+        raise ValueError(
+            f"state dict does not match the served model: missing {missing[:5]}, unexpected {unexpected[:5]}, "
+            f"wrong shapes {wrong[:5]}; send the full state dict of the same architecture"
+        )
+    return dict(state_dict)
+
+
+def _eos_ids(model: Any) -> tuple[int, ...]:
+    generation_config = getattr(model, "generation_config", None)
+    eos = getattr(generation_config, "eos_token_id", None)
+    if eos is None:
+        return ()
+    return tuple(int(i) for i in eos) if isinstance(eos, list | tuple) else (int(eos),)

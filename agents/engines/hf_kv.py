@@ -1,0 +1,233 @@
+"""Key/value storage for :class:`agents.engines.hf.HfEngine`: the running batch and the prefix cache.
+
+* :class:`BufferLayer` is a transformers cache layer over a preallocated ``[rows, heads, capacity, head_dim]``
+  buffer: ``update`` writes the new keys/values in place and returns a view, so a decode step copies one
+  column instead of concatenating the whole cache as ``DynamicLayer`` does.
+* :class:`RunningBatch` holds the sequences being decoded together. Every row ends at the same column
+  ``width``; a row that joined with fewer tokens has masked columns on its left (its own positions are
+  passed explicitly as ``position_ids``, so the holes change nothing but the mask). Rows are compact
+  (``0..rows-1``): removing one moves the last row into its place.
+* :class:`PrefixCache` keeps the keys/values of finished sequences (and of freshly prefilled prompts),
+  keyed by their token ids. A request reuses the longest common prefix with any entry: a causal model's
+  keys/values for the first ``k`` tokens do not depend on what follows, so any prefix of an entry is valid.
+  An entry whose tokens are a prefix of a newer entry's tokens is dropped (the newer one covers it);
+  beyond ``max_tokens`` stored tokens the least recently used entries go.
+
+Sequence keys/values travel as ``SequenceKV``: one ``(keys, values)`` pair per layer, each ``[heads, n, head_dim]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+__all__ = ["BufferLayer", "PrefixCache", "RunningBatch", "SequenceKV"]
+
+SequenceKV = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class BufferLayer(DynamicLayer):
+    """A full-attention cache layer writing into ``keys_buffer``/``values_buffer`` (``[rows, heads, capacity, dim]``).
+
+    ``length`` columns are filled; a forward over ``q`` new tokens writes columns ``[length, length + q)``.
+    Buffers may be given (a view into a larger batch buffer) or allocated on the first update with ``capacity``.
+    """
+
+    def __init__(
+        self, keys_buffer: torch.Tensor | None, values_buffer: torch.Tensor | None, length: int, capacity: int
+    ):
+        super().__init__()
+        self.keys_buffer, self.values_buffer = keys_buffer, values_buffer
+        self.length, self.capacity = length, capacity
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if self.keys_buffer is None:
+            rows, heads, _, dim = key_states.shape
+            shape = (rows, heads, self.capacity, dim)
+            self.keys_buffer = key_states.new_empty(shape)
+            self.values_buffer = value_states.new_empty(shape)
+        end = self.length + key_states.shape[-2]
+        self.keys_buffer[:, :, self.length : end] = key_states
+        self.values_buffer[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys, self.values = self.keys_buffer[:, :, :end], self.values_buffer[:, :, :end]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.length + query_length, 0
+
+
+def cache_from_prefix(prefix: SequenceKV | None, prefix_len: int, num_layers: int, capacity: int) -> Cache:
+    """A one-row cache of ``capacity`` columns whose first ``prefix_len`` columns are copied from ``prefix``."""
+    layers = []
+    for layer in range(num_layers):
+        if prefix is None or prefix_len == 0:
+            layers.append(BufferLayer(None, None, 0, capacity))
+            continue
+        keys, values = prefix[layer]
+        keys_buffer = keys.new_empty((1, keys.shape[0], capacity, keys.shape[2]))
+        values_buffer = values.new_empty((1, values.shape[0], capacity, values.shape[2]))
+        keys_buffer[0, :, :prefix_len] = keys[:, :prefix_len]
+        values_buffer[0, :, :prefix_len] = values[:, :prefix_len]
+        layers.append(BufferLayer(keys_buffer, values_buffer, prefix_len, capacity))
+    return Cache(layers=layers)
+
+
+def sequence_kv(cache: Cache) -> SequenceKV:
+    """The keys/values of row 0 of a one-row :func:`cache_from_prefix` cache (views, ``[heads, n, dim]``)."""
+    return [
+        (layer.keys_buffer[0, :, : layer.length], layer.values_buffer[0, :, : layer.length]) for layer in cache.layers
+    ]
+
+
+class RunningBatch:
+    """Right-aligned keys/values of up to ``max_rows`` sequences decoded together (see the module docstring)."""
+
+    def __init__(self, max_rows: int):
+        self.max_rows = max_rows
+        self.rows = 0
+        self.width = 0  # used columns; every row's newest token is in column width - 1
+        self.keys: list[torch.Tensor] = []  # per layer [max_rows, heads, capacity, dim]
+        self.values: list[torch.Tensor] = []
+        self.mask = torch.zeros((max_rows, 0), dtype=torch.bool)  # [max_rows, capacity]: column holds a real token
+
+    @property
+    def capacity(self) -> int:
+        return self.mask.shape[1]
+
+    def add(self, kv: SequenceKV) -> int:
+        """Append a sequence (``n`` tokens) as the last row, right-aligned at ``width``; returns its row index."""
+        if self.rows == self.max_rows:
+            raise RuntimeError(f"the running batch is full ({self.max_rows} rows)")
+        n = kv[0][0].shape[1]
+        if not self.keys:
+            self.allocate_like(kv)
+        if self.rows == 0 and n < self.capacity:
+            self.width = n  # an empty batch reuses its buffers
+        elif n > self.width:
+            self._reallocate(min_width=n, extra_columns=0)
+        row, start = self.rows, self.width - n
+        for layer, (keys, values) in enumerate(kv):
+            self.keys[layer][row, :, start : self.width] = keys
+            self.values[layer][row, :, start : self.width] = values
+        self.mask[row] = False
+        self.mask[row, start : self.width] = True
+        self.rows += 1
+        return row
+
+    def remove(self, row: int) -> None:
+        """Drop ``row``; the last row moves into its place (callers mirror this in their own row list)."""
+        last = self.rows - 1
+        if row != last:
+            for buffers in (self.keys, self.values):
+                for buffer in buffers:
+                    buffer[row, :, : self.width] = buffer[last, :, : self.width]
+            self.mask[row] = self.mask[last]
+        self.mask[last] = False
+        self.rows -= 1
+        if self.rows == 0:
+            self.width = 0
+
+    def extract(self, row: int) -> SequenceKV:
+        """A copy of ``row``'s keys/values (its real columns, in order)."""
+        columns = self.mask[row, : self.width].nonzero()[:, 0].to(self.keys[0].device)
+        return [(k[row, :, columns], v[row, :, columns]) for k, v in zip(self.keys, self.values, strict=True)]
+
+    def step_inputs(self) -> tuple[Cache, torch.Tensor]:
+        """The cache and the ``[rows, width + 1]`` attention mask for one decode step of every row."""
+        if self.width + 1 > self.capacity:
+            self._reallocate(min_width=0, extra_columns=1)
+        self.mask[: self.rows, self.width] = True
+        layers = [
+            BufferLayer(k[: self.rows], v[: self.rows], self.width, self.capacity)
+            for k, v in zip(self.keys, self.values, strict=True)
+        ]
+        return Cache(layers=layers), self.mask[: self.rows, : self.width + 1].long()
+
+    def advance(self) -> None:
+        """Record that the decode step wrote column ``width``."""
+        self.width += 1
+
+    def _reallocate(self, min_width: int, extra_columns: int) -> None:
+        """Copy into fresh buffers: drop leading columns no row uses, make ``width >= min_width``, leave room."""
+        used = self.mask[: self.rows, : self.width].any(0).nonzero()
+        start = int(used[0, 0]) if len(used) else self.width
+        kept = self.width - start
+        new_width = max(kept, min_width)
+        capacity = new_width + extra_columns + max(64, new_width // 2)
+        shift = new_width - kept  # old column start lands on new column shift
+        new_mask = torch.zeros((self.max_rows, capacity), dtype=torch.bool)
+        new_mask[: self.rows, shift:new_width] = self.mask[: self.rows, start : self.width]
+        for buffers in (self.keys, self.values):
+            for layer, buffer in enumerate(buffers):
+                # zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN
+                fresh = buffer.new_zeros((self.max_rows, buffer.shape[1], capacity, buffer.shape[3]))
+                fresh[: self.rows, :, shift:new_width] = buffer[: self.rows, :, start : self.width]
+                buffers[layer] = fresh
+        self.mask, self.width = new_mask, new_width
+
+    def allocate_like(self, kv: SequenceKV) -> None:
+        """Create the (empty) buffers with the layer shapes and dtype of ``kv``; called before the first ``add``."""
+        self.keys = [k.new_zeros((self.max_rows, k.shape[0], 0, k.shape[2])) for k, _ in kv]
+        self.values = [v.new_zeros((self.max_rows, v.shape[0], 0, v.shape[2])) for _, v in kv]
+
+
+@dataclass(eq=False)  # identity: entries are removed from a list by identity
+class _Entry:
+    tokens: np.ndarray
+    kv: SequenceKV
+    last_used: int
+
+
+class PrefixCache:
+    """Keys/values of earlier sequences by token ids, ``max_tokens`` tokens at most (see the module docstring)."""
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.entries: list[_Entry] = []
+        self._clock = 0
+
+    @property
+    def stored_tokens(self) -> int:
+        return sum(len(entry.tokens) for entry in self.entries)
+
+    def match(self, input_ids: np.ndarray, limit: int) -> tuple[SequenceKV | None, int]:
+        """The entry sharing the longest prefix with ``input_ids`` and that prefix's length (at most ``limit``)."""
+        best, best_len = None, 0
+        for entry in self.entries:
+            common = _common_prefix_len(entry.tokens, input_ids)
+            if common > best_len:
+                best, best_len = entry, common
+        if best is None:
+            return None, 0
+        self._clock += 1
+        best.last_used = self._clock
+        return best.kv, min(best_len, limit)
+
+    def insert(self, tokens: np.ndarray, kv: SequenceKV) -> None:
+        """Store ``kv`` for ``tokens``; entries it covers go, and nothing is stored if an entry covers it."""
+        self._clock += 1
+        for entry in self.entries:
+            if len(entry.tokens) >= len(tokens) and _common_prefix_len(entry.tokens, tokens) == len(tokens):
+                entry.last_used = self._clock
+                return
+        self.entries = [e for e in self.entries if _common_prefix_len(e.tokens, tokens) < len(e.tokens)]
+        self.entries.append(_Entry(tokens, kv, self._clock))
+        while self.stored_tokens > self.max_tokens and self.entries:
+            self.entries.remove(min(self.entries, key=lambda e: e.last_used))
+
+    def clear(self) -> None:
+        self.entries = []
+
+
+def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n

@@ -1,0 +1,107 @@
+"""The pieces under HfEngine: top-k/top-p filtering, the running batch's layout, the prefix cache's bookkeeping."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from agents.engines.base import SamplingParams
+from agents.engines.hf_kv import PrefixCache, RunningBatch
+from agents.engines.hf_sampling import filter_top_k_top_p, sample_next_tokens
+
+
+def kept(filtered: torch.Tensor) -> list[int]:
+    return torch.isfinite(filtered).nonzero()[:, 0].tolist()
+
+
+def test_top_p_keeps_the_shortest_nucleus_reaching_p():
+    logits = torch.tensor([0.15, 0.5, 0.05, 0.3]).log()
+    # most probable first: 0.5 (id 1), 0.3 (id 3), 0.15 (id 0), 0.05 (id 2); cumulative 0.5, 0.8, 0.95, 1.0
+    assert kept(filter_top_k_top_p(logits, 0, 0.7)) == [1, 3]  # 0.5 < 0.7, 0.8 >= 0.7
+    assert kept(filter_top_k_top_p(logits, 0, 0.8)) == [1, 3]  # 0.8 already reaches 0.8
+    assert kept(filter_top_k_top_p(logits, 0, 0.81)) == [0, 1, 3]
+    assert kept(filter_top_k_top_p(logits, 0, 0.3)) == [1]  # the top token always stays
+    assert kept(filter_top_k_top_p(logits, 3, 1.0)) == [0, 1, 3]
+    assert kept(filter_top_k_top_p(logits, 1, 1.0)) == [1]
+    assert kept(filter_top_k_top_p(logits, 0, 1.0)) == [0, 1, 2, 3]
+
+
+def test_sampled_logprob_is_over_the_whole_vocabulary_at_temperature():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    # top_k=1 forces token 0; its logprob at T=0.5 is 4 - log(e^4 + e^2 + e^0 + e^-2), not 0 (no renormalisation)
+    tokens, logprobs = sample_next_tokens(
+        logits, [SamplingParams(temperature=0.5, top_k=1)], [torch.Generator().manual_seed(0)]
+    )
+    expected = 4 - math.log(math.exp(4) + math.exp(2) + 1 + math.exp(-2))
+    assert tokens == [0] and math.isclose(logprobs[0], expected, rel_tol=1e-5)
+    # greedy: argmax, logprob of the unscaled distribution
+    tokens, logprobs = sample_next_tokens(logits, [SamplingParams(temperature=0)], [torch.Generator()])
+    expected = 2 - math.log(math.exp(2) + math.exp(1) + 1 + math.exp(-1))
+    assert tokens == [0] and math.isclose(logprobs[0], expected, rel_tol=1e-5)
+
+
+def sequence(n: int, value: float, layers: int = 2, heads: int = 1, dim: int = 2):
+    """n tokens whose keys are value + column index and whose values are the negated keys."""
+    keys = value + torch.arange(n, dtype=torch.float32)[None, :, None].expand(heads, n, dim)
+    return [(keys.clone(), -keys.clone()) for _ in range(layers)]
+
+
+def test_running_batch_right_aligns_rows_and_extracts_them_back():
+    batch = RunningBatch(max_rows=3)
+    batch.add(sequence(3, 10.0))
+    batch.add(sequence(2, 20.0))
+    assert batch.width == 3
+    # row 1 (2 tokens) sits in the last two columns
+    assert batch.mask[:2, :3].tolist() == [[True, True, True], [False, True, True]]
+    batch.add(sequence(5, 30.0))  # longer than the batch: everything shifts right by 2
+    assert batch.width == 5
+    assert batch.mask[:3, :5].int().tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]
+    for row, (n, value) in enumerate([(3, 10.0), (2, 20.0), (5, 30.0)]):
+        for (keys, values), (expected_keys, expected_values) in zip(
+            batch.extract(row), sequence(n, value), strict=True
+        ):
+            assert torch.equal(keys, expected_keys) and torch.equal(values, expected_values)
+
+
+def test_running_batch_step_and_remove():
+    batch = RunningBatch(max_rows=3)
+    batch.add(sequence(4, 10.0))
+    batch.add(sequence(2, 20.0))
+    cache, mask = batch.step_inputs()
+    assert mask.tolist() == [[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]  # the new column is open for both rows
+    new_keys = torch.full((2, 1, 1, 2), 7.0)
+    keys, _ = cache.layers[0].update(new_keys, -new_keys)
+    assert keys.shape == (2, 1, 5, 2)
+    batch.advance()
+    batch.remove(0)  # the last row moves into row 0
+    assert batch.rows == 1
+    (keys, values), _ = batch.extract(0)
+    assert keys[0, :, 0].tolist() == [20.0, 21.0, 7.0]
+
+
+def test_prefix_cache_matches_longest_prefix_and_drops_covered_entries():
+    cache = PrefixCache(max_tokens=100)
+    a = np.array([1, 2, 3, 4, 5])
+    cache.insert(a, sequence(5, 0.0))
+    kv, n = cache.match(np.array([1, 2, 3, 9]), limit=3)
+    assert n == 3 and kv is not None
+    _, n = cache.match(np.array([1, 2, 3, 4, 5, 6]), limit=5)
+    assert n == 5
+    _, n = cache.match(np.array([1, 2, 3, 4, 5]), limit=4)  # the last input token is always run
+    assert n == 4
+    assert cache.match(np.array([7, 8]), limit=1) == (None, 0)
+    cache.insert(np.array([1, 2, 3]), sequence(3, 0.0))  # covered by a: not stored
+    assert cache.stored_tokens == 5
+    cache.insert(np.array([1, 2, 3, 4, 5, 6, 7]), sequence(7, 0.0))  # covers a: a goes
+    assert cache.stored_tokens == 7
+
+
+def test_prefix_cache_evicts_least_recently_used():
+    cache = PrefixCache(max_tokens=10)
+    cache.insert(np.array([1, 1, 1, 1]), sequence(4, 0.0))
+    cache.insert(np.array([2, 2, 2, 2]), sequence(4, 0.0))
+    cache.match(np.array([1, 1, 9]), limit=2)  # touch the first
+    cache.insert(np.array([3, 3, 3, 3]), sequence(4, 0.0))  # 12 > 10 tokens: the second (least recent) goes
+    assert sorted(int(e.tokens[0]) for e in cache.entries) == [1, 3]
