@@ -219,5 +219,9 @@ def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | to
         if not isinstance(resolved, torch.dtype):
             raise ValueError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
         dtype = resolved
+    from transformers.utils import logging as hf_logging
+
+    # A per-tensor progress bar on every load is noise in the eval and play output.
+    hf_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(resolve_model(name), dtype=dtype)
     return model.to(device).eval()
