@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, fields
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from hydra import compose, initialize_config_module
 from hydra.core.config_store import ConfigStore
@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 GENERIC_ENV_CONFIG = "registered"
+T = TypeVar("T")
 
 
 class UsageError(Exception):
@@ -144,13 +145,7 @@ EVAL_AGENTS = ("hf", "llm", "sglang", "openai", "oracle", "random")
 
 def to_eval_config(cfg: DictConfig) -> EvalConfig:
     """The validated typed config of ``python -m agents.eval``; raises :class:`UsageError`."""
-    if OmegaConf.is_missing(cfg.env, "id"):
-        raise UsageError("env.id is missing: choose an environment with env=<id>")
-    try:
-        config = OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as exc:
-        raise UsageError(_one_line(exc)) from exc
-    assert isinstance(config, EvalConfig)
+    config = _typed_config(cfg, EvalConfig)
     check_choice("agent", config.agent, EVAL_AGENTS)
     check_llm_options(config)
     if config.episodes < 1:
@@ -183,15 +178,7 @@ def compose_config(name: str, schema: type, overrides: list[str]) -> DictConfig:
 
 def to_play_config(cfg: DictConfig) -> PlayConfig:
     """The validated typed config; raises :class:`UsageError` on values out of range."""
-    if OmegaConf.is_missing(cfg.env, "id"):
-        raise UsageError("env.id is missing: choose an environment with env=<id>")
-    try:
-        play = OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as exc:
-        raise UsageError(_one_line(exc)) from exc
-    assert isinstance(play, PlayConfig)
-    if not isinstance(play.env.get("id"), str) or not play.env["id"]:
-        raise UsageError("env.id is missing: choose an environment with env=<id>")
+    play = _typed_config(cfg, PlayConfig)
     check_choice("agent", play.agent, PLAY_AGENTS)
     check_llm_options(play)
     if play.episodes is not None and play.episodes < 1:
@@ -201,6 +188,20 @@ def to_play_config(cfg: DictConfig) -> PlayConfig:
     if play.seed is not None and play.seed < 0:
         raise UsageError(f"seed must be >= 0 (or null for a fresh one per episode), got {play.seed}")
     return play
+
+
+def _typed_config(cfg: DictConfig, schema: type[T]) -> T:
+    """``cfg`` as its schema's dataclass, with an environment chosen; raises :class:`UsageError`."""
+    if OmegaConf.is_missing(cfg.env, "id"):
+        raise UsageError("env.id is missing: choose an environment with env=<id>")
+    try:
+        config = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:
+        raise UsageError(_one_line(exc)) from exc
+    assert isinstance(config, schema)
+    if not isinstance(config.env.get("id"), str) or not config.env["id"]:
+        raise UsageError("env.id is missing: choose an environment with env=<id>")
+    return config
 
 
 def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
