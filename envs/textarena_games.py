@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envs.optional import import_pinned
+
 __all__ = [
     "GAME_MOVES",
     "GAME_ORACLES",
@@ -68,16 +70,7 @@ class UnavailableOfflineError(UnavailableGameError):
 
 def import_textarena() -> Any:
     """The ``textarena`` module, or an :class:`ImportError` naming the pinned install command."""
-    try:
-        import textarena
-    except ImportError as exc:
-        raise ImportError(f"the TextArena adapter needs TextArena: {TEXTARENA_INSTALL}") from exc
-    if textarena.__version__ != TEXTARENA_VERSION:
-        raise ImportError(
-            f"the TextArena adapter is pinned to textarena {TEXTARENA_VERSION}, found {textarena.__version__}: "
-            f"{TEXTARENA_INSTALL}"
-        )
-    return textarena
+    return import_pinned("textarena", TEXTARENA_VERSION, TEXTARENA_INSTALL, user="the TextArena adapter")
 
 
 def game_ids() -> list[str]:

@@ -20,6 +20,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from envs.optional import import_pinned
+
 __all__ = ["VERIFIERS_INSTALL", "VERIFIERS_VERSION", "RolloutDriver", "Turn", "import_verifiers", "message_text"]
 
 VERIFIERS_VERSION = "0.3.1"
@@ -29,17 +31,8 @@ VERIFIERS_INSTALL = f'pip install --no-deps verifiers=={VERIFIERS_VERSION} && pi
 
 
 def import_verifiers() -> Any:
-    """The ``verifiers`` module (classic API), or an :class:`ImportError` naming the pinned install command."""
-    try:
-        import verifiers
-    except ImportError as exc:
-        raise ImportError(f"the verifiers adapter needs verifiers: {VERIFIERS_INSTALL}") from exc
-    if verifiers.__version__ != VERIFIERS_VERSION:
-        raise ImportError(
-            f"the verifiers adapter is pinned to verifiers {VERIFIERS_VERSION} (classic MultiTurnEnv API), found "
-            f"{verifiers.__version__}: {VERIFIERS_INSTALL}"
-        )
-    return verifiers
+    """The ``verifiers`` module (classic MultiTurnEnv API), or an :class:`ImportError` naming the pinned install."""
+    return import_pinned("verifiers", VERIFIERS_VERSION, VERIFIERS_INSTALL, user="the verifiers adapter")
 
 
 def message_text(message: Any) -> str:
