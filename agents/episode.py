@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -261,6 +262,19 @@ async def run_episode(
     return episode.finish(None)
 
 
+def turn_seed(base_seed: int | None, spec: EpisodeSpec, turn: int) -> int | None:
+    """The sampling seed of one turn: a function of ``base_seed``, the episode and the turn, or ``None``.
+
+    With ``SamplingParams.seed`` set, every turn of every episode draws from its own stream, so an
+    episode's tokens do not depend on which other requests the engine batched it with (nor on the
+    group id the rollout manager made up); the same seed replays the same episodes.
+    """
+    if base_seed is None:
+        return None
+    key = f"{base_seed}|{spec.env_id}|{spec.seed}|{spec.sample_index}|{turn}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+
+
 async def _play_tokens(
     episode: _Episode, engine: Engine, renderer: Renderer, spec: EpisodeSpec, sampling: SamplingParams
 ) -> None:
@@ -274,7 +288,10 @@ async def _play_tokens(
             t.termination = "max_tokens"
             return
         turn_sampling = dataclasses.replace(
-            sampling, max_new_tokens=min(limits.max_new_tokens, budget), stop_token_ids=stop_ids
+            sampling,
+            max_new_tokens=min(limits.max_new_tokens, budget),
+            stop_token_ids=stop_ids,
+            seed=turn_seed(sampling.seed, spec, len(t.turn_rewards)),
         )
         generation = await episode.generate(
             engine.generate(t.prompt_ids + t.response_ids, turn_sampling, affinity_key=spec.affinity_key)

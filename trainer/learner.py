@@ -1,0 +1,181 @@
+"""The learner: actor, optional critic and optional reference policy, each a group of FSDP2 ranks in Ray.
+
+    learner = Learner(LearnerSpec(actor=WorkerSpec("actor", path, optimizer=...), critic=..., reference=...))
+    batch.old_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro_batch_size)
+    stats = await learner.actor.update_policy(minibatch, aggregation, loss, micro_batch_size)
+    await learner.sync_weights(engine, policy_version)     # the engine samples from the new policy
+
+:class:`WorkerGroup` starts ``world_size`` :class:`trainer.learner_worker.ModelWorker` actors that form
+one process group, splits every batch into equal contiguous row shards (short shards padded with rows
+that contribute nothing, :func:`trainer.learner_worker.shard_rows`), runs the call on every rank and
+puts the answers back together. Every call is a coroutine (Ray object references are awaitable), so
+the training loop can overlap learner work with a rollout.
+
+Weight sync: rank 0 gathers the full weights (``full_state_dict``, LoRA merged) and the reference to
+them goes straight to the engine: an ``EngineClient`` (the ``hf`` engine actor) receives the tensors
+through Ray's object store without a copy in the driver; SGLang servers load an exported Hugging Face
+directory from disk (``update_weights_from_disk``) because the learner and the servers may not share a
+process or a host. Either engine drops its prefix cache and tags later generations with the new version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.algos import Aggregation
+from trainer.batch import TrainBatch
+from trainer.learner_worker import ModelWorker, PolicyLossSpec, WorkerSpec, shard_rows
+
+__all__ = ["Learner", "LearnerSpec", "WorkerGroup", "combine_stats"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class WorkerGroup:
+    """``world_size`` ranks of one role (contract: module docstring)."""
+
+    def __init__(self, spec: WorkerSpec, world_size: int = 1, *, num_cpus: float = 1.0, num_gpus: float = 0.0) -> None:
+        from trainer.rollout import import_ray, init_ray
+
+        if world_size < 1:
+            raise ValueError(f"world_size must be >= 1, got {world_size}")
+        self._ray = import_ray()
+        init_ray()
+        self.spec, self.world_size = spec, world_size
+        init_method = f"tcp://127.0.0.1:{_free_port()}"
+        worker = self._ray.remote(ModelWorker).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
+        self.handles = [worker.remote(spec, rank, world_size, init_method) for rank in range(world_size)]
+        self.info: list[dict[str, Any]] = self._ray.get([h.setup.remote() for h in self.handles])
+
+    async def _all(self, method: str, *args: Any) -> list[Any]:
+        return await asyncio.gather(*[getattr(h, method).remote(*args) for h in self.handles])
+
+    async def _sharded(self, method: str, batch: TrainBatch, *args: Any) -> list[Any]:
+        shards = shard_rows(batch, self.world_size)
+        refs = [getattr(h, method).remote(shard, *args) for h, shard in zip(self.handles, shards, strict=True)]
+        return list(await asyncio.gather(*refs))
+
+    async def _per_row(self, method: str, batch: TrainBatch, *args: Any) -> torch.Tensor:
+        """A ``[B, L]`` answer assembled from the ranks' ``[rows, L_shard]`` answers (padding rows dropped)."""
+        outputs = await self._sharded(method, batch, *args)
+        per_rank = -(-len(batch) // self.world_size)
+        length = batch.input_ids.shape[1]
+        rows = []
+        for rank, output in enumerate(outputs):
+            real = max(0, min(per_rank, len(batch) - rank * per_rank))
+            rows.append(torch.nn.functional.pad(output[:real], (0, length - output.shape[1])))
+        return torch.cat(rows)
+
+    async def compute_logprobs(self, batch: TrainBatch, temperature: float, micro_batch_size: int) -> torch.Tensor:
+        return await self._per_row("compute_logprobs", batch, temperature, micro_batch_size)
+
+    async def compute_values(self, batch: TrainBatch, micro_batch_size: int) -> torch.Tensor:
+        return await self._per_row("compute_values", batch, micro_batch_size)
+
+    async def update_policy(
+        self, batch: TrainBatch, agg: Aggregation, loss: PolicyLossSpec, micro_batch_size: int
+    ) -> dict[str, float]:
+        return combine_stats(await self._sharded("update_policy", batch, agg, loss, micro_batch_size))
+
+    async def update_value(
+        self, batch: TrainBatch, agg: Aggregation, clip_range: float, micro_batch_size: int
+    ) -> dict[str, float]:
+        return combine_stats(await self._sharded("update_value", batch, agg, clip_range, micro_batch_size))
+
+    def state_dict_refs(self) -> list[Any]:
+        """Object references to every rank's ``full_state_dict`` (rank 0's holds the weights)."""
+        return [h.full_state_dict.remote() for h in self.handles]
+
+    async def full_state_dict(self) -> dict[str, torch.Tensor]:
+        return (await asyncio.gather(*self.state_dict_refs()))[0]
+
+    async def save_checkpoint(self, directory: str | Path) -> None:
+        await self._all("save_checkpoint", str(directory))
+
+    async def load_checkpoint(self, directory: str | Path) -> None:
+        await self._all("load_checkpoint", str(directory))
+
+    async def save_pretrained(self, directory: str | Path, source: str) -> None:
+        await self._all("save_pretrained", str(directory), source)
+
+    def close(self) -> None:
+        for handle in self.handles:
+            self._ray.kill(handle)
+        self.handles = []
+
+
+def combine_stats(per_rank: list[dict[str, float]]) -> dict[str, float]:
+    """One dict from every rank's sums: ``x@sum`` over ``tokens`` become token-weighted means ``x``.
+
+    Losses are already fractions of the global mini-batch loss, so they add; ``grad_norm`` and ``lr``
+    are the same on every rank (the norm is of the reduced gradient).
+    """
+    tokens = sum(stats.get("tokens", 0.0) for stats in per_rank)
+    combined: dict[str, float] = {}
+    for name in per_rank[0]:
+        if name.endswith("@sum"):
+            combined[name[: -len("@sum")]] = sum(s[name] for s in per_rank) / max(tokens, 1.0)
+        elif name in ("grad_norm", "lr"):
+            combined[name] = per_rank[0][name]
+        else:
+            combined[name] = sum(s[name] for s in per_rank)
+    return combined
+
+
+@dataclass(frozen=True)
+class LearnerSpec:
+    """The roles to start; ``critic`` and ``reference`` are optional. Resources are per rank."""
+
+    actor: WorkerSpec
+    critic: WorkerSpec | None = None
+    reference: WorkerSpec | None = None
+    world_size: int = 1
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+
+class Learner:
+    """The started groups of a :class:`LearnerSpec`, and weight sync to an engine."""
+
+    def __init__(self, spec: LearnerSpec) -> None:
+        def group(worker: WorkerSpec | None) -> WorkerGroup | None:
+            if worker is None:
+                return None
+            return WorkerGroup(worker, spec.world_size, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus)
+
+        self.spec = spec
+        self.actor = group(spec.actor)
+        self.critic = group(spec.critic)
+        self.reference = group(spec.reference)
+
+    async def sync_weights(self, engine: Any, policy_version: int, export_dir: Path | None = None) -> None:
+        """Give ``engine`` the actor's current weights as ``policy_version`` (how: module docstring)."""
+        from trainer.engine_actor import EngineClient
+
+        if isinstance(engine, EngineClient):
+            refs = self.actor.state_dict_refs()
+            await engine.update_weights(refs[0], policy_version)  # Ray resolves the reference in the engine actor
+            await asyncio.gather(*refs[1:])
+            return
+        if hasattr(engine, "update_weights_from_disk"):
+            if export_dir is None:
+                raise ValueError("weight sync to SGLang servers goes through disk: give export_dir")
+            await self.actor.save_pretrained(export_dir, self.spec.actor.model)
+            await engine.update_weights_from_disk(str(export_dir), policy_version)
+            return
+        await engine.update_weights(await self.actor.full_state_dict(), policy_version)
+
+    def close(self) -> None:
+        for group in (self.actor, self.critic, self.reference):
+            if group is not None:
+                group.close()

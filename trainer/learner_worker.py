@@ -1,0 +1,449 @@
+"""One data-parallel rank of a learner role: a Hugging Face model sharded with FSDP2.
+
+:class:`ModelWorker` is a plain class (tests use it directly in one process); ``trainer.learner``
+runs ``world_size`` of them as Ray actors that form one ``torch.distributed`` process group (gloo on
+CPU, NCCL on GPU) and shard the model with ``fully_shard``: every decoder layer is its own FSDP unit
+and the root holds the embeddings and the head (tied or not).
+
+Roles: ``actor`` (causal LM + AdamW), ``critic`` (:class:`trainer.value_model.ValueModel` + AdamW),
+``reference`` (causal LM, no optimizer). Each rank receives its shard of the rows as a
+:class:`trainer.batch.TrainBatch` and runs micro-batches of ``micro_batch_size`` rows.
+
+Loss normalisation. Every micro-batch's loss is aggregated with the *global* normalisers of the
+mini-batch (sampled tokens and sequences of all ranks, from the driver, ``trainer.algos.Aggregation``),
+so the sum of the micro-batch losses over all ranks is the mini-batch's loss whatever the micro-batch
+size and the number of ranks. FSDP averages gradients over ranks; the loss is multiplied by the world
+size so that the reduced gradient is that sum's gradient.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from trainer.algos import (
+    Aggregation,
+    aggregate,
+    entropy_from_logits,
+    kl_estimate,
+    ppo_policy_loss,
+    token_logprobs,
+    value_loss,
+)
+from trainer.batch import TrainBatch
+
+__all__ = ["LoraSpec", "ModelWorker", "OptimizerSpec", "PolicyLossSpec", "WorkerSpec"]
+
+ROLES = ("actor", "critic", "reference")
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """AdamW with linear warm-up, then a constant or cosine schedule (``min_lr_ratio`` at ``total_steps``)."""
+
+    lr: float = 1e-6
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.01
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    total_steps: int = 1
+    schedule: str = "constant"
+    min_lr_ratio: float = 0.0
+
+    def lr_factor(self, step: int) -> float:
+        """The learning-rate multiplier for optimizer step ``step`` (0-based)."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA adapters (peft) on every linear layer of the decoder; ``rank`` 0 trains every weight."""
+
+    rank: int = 0
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: str | tuple[str, ...] = "all-linear"
+
+
+@dataclass(frozen=True)
+class PolicyLossSpec:
+    """The actor's loss: PPO clip (``trainer.algos.ppo_policy_loss``), entropy bonus, KL-to-reference term."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float | None = 3.0
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0  # > 0: kl_coef * agg(kl_estimate) joins the loss (needs ref_logprobs)
+    kl_estimator: str = "k3"
+    temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one rank builds. ``model`` is a directory ``from_pretrained`` reads."""
+
+    role: str
+    model: str
+    optimizer: OptimizerSpec | None = None
+    lora: LoraSpec = field(default_factory=LoraSpec)
+    device: str = "cpu"
+    mixed_precision: bool = False  # bf16 compute, fp32 master weights and gradient reduction
+    gradient_checkpointing: bool = False
+    num_threads: int | None = None
+    seed: int = 0
+
+
+class ModelWorker:
+    """One rank (contract: module docstring). ``setup`` joins the process group and builds the model."""
+
+    def __init__(self, spec: WorkerSpec, rank: int, world_size: int, init_method: str) -> None:
+        if spec.role not in ROLES:
+            raise ValueError(f"unknown learner role {spec.role!r}; choose one of {ROLES}")
+        self.spec, self.rank, self.world_size, self.init_method = spec, rank, world_size, init_method
+        self.optimizer_steps = 0
+        self.model: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+
+    # ------------------------------------------------------------------------------------------ set-up
+    def setup(self) -> dict[str, Any]:
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        if self.spec.num_threads:
+            torch.set_num_threads(self.spec.num_threads)
+        device_type = "cuda" if self.spec.device.startswith("cuda") else "cpu"
+        if device_type == "cuda":
+            torch.cuda.set_device(0)  # Ray shows each rank its own GPU as device 0
+        if not dist.is_initialized():
+            backend = "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo"
+            dist.init_process_group(backend, init_method=self.init_method, rank=self.rank, world_size=self.world_size)
+        self.device = torch.device("cuda", 0) if device_type == "cuda" else torch.device("cpu")
+        torch.manual_seed(self.spec.seed)  # only the value head's init draws (it is zero-initialised)
+        self.mesh = init_device_mesh(device_type, (self.world_size,))
+        self.model = self._build_model()
+        if self.spec.optimizer is not None and self.spec.role != "reference":
+            opt = self.spec.optimizer
+            self.optimizer = torch.optim.AdamW(
+                [p for p in self.model.parameters() if p.requires_grad],
+                lr=opt.lr,
+                betas=opt.betas,
+                eps=opt.eps,
+                weight_decay=opt.weight_decay,
+            )
+            self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, opt.lr_factor)
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in self.model.parameters())
+        return {"rank": self.rank, "parameters": int(total), "trainable_parameters": int(trainable)}
+
+    def _build_model(self) -> nn.Module:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        if self.spec.role == "critic":
+            from trainer.value_model import ValueModel
+
+            model: nn.Module = ValueModel.from_pretrained(self.spec.model)
+        else:
+            from agents.models import load_model
+
+            model = load_model(self.spec.model, dtype="float32")
+        if self.spec.role == "reference":
+            model.requires_grad_(False)
+        elif self.spec.lora.rank > 0:
+            model = _with_lora(model, self.spec.lora)
+        if self.spec.gradient_checkpointing and self.spec.role != "reference":
+            model.gradient_checkpointing_enable()
+        model.to(self.device)
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        options = {"mesh": self.mesh}
+        if self.spec.mixed_precision:
+            options["mp_policy"] = policy
+        for layer in _decoder_layers(model):
+            fully_shard(layer, **options)
+        fully_shard(model, **options)
+        model.train(self.spec.role != "reference")
+        if self.spec.role != "reference":
+            _disable_dropout(model)
+        return model
+
+    # ------------------------------------------------------------------------------------------ forward
+    def _micro_batches(self, batch: TrainBatch, micro_batch_size: int) -> Iterator[TrainBatch]:
+        for start in range(0, len(batch), micro_batch_size):
+            yield batch.select(range(start, min(start + micro_batch_size, len(batch))))
+
+    def _keep(self, mb: TrainBatch) -> int:
+        """How many trailing positions' outputs are needed: from the first prompt's last token on."""
+        return int(mb.input_ids.shape[1] - mb.prompt_lengths.min().item() + 1)
+
+    def _policy_outputs(self, mb: TrainBatch, temperature: float, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+        """Logprobs ``[b, L]`` of each token (and the entropies of its distribution), 0 before the first response."""
+        input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
+        keep = self._keep(mb)
+        logits = self.model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits
+        logits = logits[:, :-1].float() / temperature  # position i predicts token i + 1
+        targets = input_ids[:, -keep + 1 :] if keep > 1 else input_ids[:, :0]
+        region = _response_region(mb).to(self.device)
+        logprobs = _left_pad(token_logprobs(logits, targets), mb.input_ids.shape[1]) * region
+        entropy = _left_pad(entropy_from_logits(logits), mb.input_ids.shape[1]) * region if with_entropy else None
+        return logprobs, entropy
+
+    def _values(self, mb: TrainBatch) -> Tensor:
+        keep = self._keep(mb)
+        values = self.model(mb.input_ids.to(self.device), mb.attention_mask.to(self.device), keep=keep)
+        return _left_pad(values[:, :-1], mb.input_ids.shape[1]) * _response_region(mb).to(self.device)
+
+    @torch.no_grad()
+    def compute_logprobs(self, batch: TrainBatch, temperature: float, micro_batch_size: int) -> Tensor:
+        """Logprobs ``[n, L]`` of every token of ``batch`` at ``temperature`` (no gradient)."""
+        outputs = [
+            self._policy_outputs(mb, temperature, False)[0].cpu()
+            for mb in self._micro_batches(batch, micro_batch_size)
+        ]
+        return _stack_padded(outputs, batch.input_ids.shape[1])
+
+    @torch.no_grad()
+    def compute_values(self, batch: TrainBatch, micro_batch_size: int) -> Tensor:
+        outputs = [self._values(mb).cpu() for mb in self._micro_batches(batch, micro_batch_size)]
+        return _stack_padded(outputs, batch.input_ids.shape[1])
+
+    # ------------------------------------------------------------------------------------------ updates
+    def update_policy(
+        self, batch: TrainBatch, agg: Aggregation, loss: PolicyLossSpec, micro_batch_size: int
+    ) -> dict[str, float]:
+        """One optimizer step on this rank's rows of a mini-batch; token-weighted stats as sums."""
+        sums: dict[str, float] = {}
+        for mb in self._micro_batches(batch, micro_batch_size):
+            mask = mb.response_mask.to(self.device)
+            logprobs, entropy = self._policy_outputs(mb, loss.temperature, with_entropy=True)
+            is_weights = None if mb.is_weights is None else mb.is_weights.to(self.device)
+            policy_loss, stats = ppo_policy_loss(
+                logprobs,
+                mb.old_logprobs.to(self.device),
+                mb.advantages.to(self.device),
+                mask,
+                agg,
+                clip_low=loss.clip_low,
+                clip_high=loss.clip_high,
+                dual_clip=loss.dual_clip,
+                is_weights=is_weights,
+            )
+            entropy_term = aggregate(entropy, mask, agg)
+            total = policy_loss - loss.entropy_coef * entropy_term
+            stats = {**stats, "entropy": _masked_mean(entropy, mask)}
+            if mb.ref_logprobs is not None:
+                kl = kl_estimate(logprobs, mb.ref_logprobs.to(self.device), loss.kl_estimator)
+                if loss.kl_coef > 0:
+                    total = total + loss.kl_coef * aggregate(kl, mask, agg)
+                stats["kl_ref"] = _masked_mean(kl, mask)
+            (total * self.world_size).backward()
+            _accumulate(sums, stats, mask, {"policy_loss": policy_loss, "loss": total})
+        return {**sums, **self._step()}
+
+    def update_value(
+        self, batch: TrainBatch, agg: Aggregation, clip_range: float, micro_batch_size: int
+    ) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        for mb in self._micro_batches(batch, micro_batch_size):
+            mask = mb.response_mask.to(self.device)
+            values = self._values(mb)
+            loss, stats = value_loss(
+                values, mb.values.to(self.device), mb.returns.to(self.device), mask, agg, clip_range=clip_range
+            )
+            (loss * self.world_size).backward()
+            _accumulate(sums, stats, mask, {"value_loss": loss})
+        return {**sums, **self._step()}
+
+    def _step(self) -> dict[str, float]:
+        assert self.optimizer is not None, "this role has no optimizer"
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.spec.optimizer.grad_clip)
+        grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer_steps += 1
+        return {"grad_norm": float(grad_norm), "lr": float(lr)}
+
+    # ------------------------------------------------------------------------------------------ weights
+    def full_state_dict(self) -> dict[str, Tensor] | None:
+        """The unsharded weights on rank 0 (LoRA merged into the base weights), ``None`` on the other ranks.
+
+        A collective: every rank must call it.
+        """
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(self.model, options=options)
+        if self.rank != 0:
+            return None
+        if self.spec.lora.rank > 0 and self.spec.role == "actor":
+            state = merge_lora_state_dict(state, self.spec.lora)
+        return {name: tensor.detach().float() for name, tensor in state.items()}
+
+    def save_checkpoint(self, directory: str) -> None:
+        """Sharded model and optimizer (torch.distributed.checkpoint), the schedule and this rank's RNG."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        state = {"model": model_state}
+        if self.optimizer is not None:
+            state["optim"] = optim_state
+        dcp.save(state, checkpoint_id=os.path.join(directory, "dcp"))
+        extra = {"optimizer_steps": self.optimizer_steps, "rng": _rng_state()}
+        if self.optimizer is not None:
+            extra["scheduler"] = self.scheduler.state_dict()
+        torch.save(extra, os.path.join(directory, f"rank{self.rank}.pt"))
+
+    def load_checkpoint(self, directory: str) -> None:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        state = {"model": model_state}
+        if self.optimizer is not None:
+            state["optim"] = optim_state
+        dcp.load(state, checkpoint_id=os.path.join(directory, "dcp"))
+        set_state_dict(
+            self.model, self.optimizer or [], model_state_dict=state["model"], optim_state_dict=state.get("optim", {})
+        )
+        extra = torch.load(os.path.join(directory, f"rank{self.rank}.pt"), weights_only=False)
+        self.optimizer_steps = extra["optimizer_steps"]
+        if self.optimizer is not None:
+            self.scheduler.load_state_dict(extra["scheduler"])
+        _set_rng_state(extra["rng"])
+
+    def save_pretrained(self, directory: str, source: str) -> None:
+        """Write the policy in Hugging Face format (``from_pretrained`` loads it) with ``source``'s tokenizer."""
+        state = self.full_state_dict()
+        if self.rank == 0:
+            from trainer.export import save_hf_checkpoint
+
+            save_hf_checkpoint(state, Path(directory), Path(source))
+
+    def ping(self) -> int:
+        return self.rank
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks to shard one by one: the classes Hugging Face lists in ``_no_split_modules``."""
+    names: set[str] = set()
+    for module in model.modules():
+        names.update(getattr(module, "_no_split_modules", None) or [])
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def _disable_dropout(model: nn.Module) -> None:
+    """PPO's ratio needs the same function at rollout and update: dropout off."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+
+
+def _with_lora(model: nn.Module, spec: LoraSpec) -> nn.Module:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:
+        raise ImportError('LoRA needs peft: pip install "turngym[lora]"') from exc
+    targets = spec.target_modules if isinstance(spec.target_modules, str) else list(spec.target_modules)
+    config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout, target_modules=targets)
+    return get_peft_model(model, config)
+
+
+def merge_lora_state_dict(state: dict[str, Tensor], spec: LoraSpec) -> dict[str, Tensor]:
+    """A peft model's full state dict as the base model's: ``W + (B @ A) * alpha / rank`` per adapted layer."""
+    prefix = "base_model.model."
+    merged: dict[str, Tensor] = {}
+    scale = spec.alpha / spec.rank
+    for name, tensor in state.items():
+        if ".lora_" in name:
+            continue
+        base = name[len(prefix) :] if name.startswith(prefix) else name
+        if ".base_layer." in base:
+            layer = name.replace(".base_layer.weight", "").replace(".base_layer.bias", "")
+            if name.endswith(".base_layer.weight"):
+                lora_a, lora_b = state[f"{layer}.lora_A.default.weight"], state[f"{layer}.lora_B.default.weight"]
+                tensor = tensor + (lora_b.float() @ lora_a.float()).to(tensor.dtype) * scale
+            base = base.replace(".base_layer.", ".")
+        merged[base] = tensor
+    return merged
+
+
+def _response_region(mb: TrainBatch) -> Tensor:
+    """``[b, L]`` 1 from each row's first response token to its last real token: outputs elsewhere are set to 0,
+    so a row's answer does not depend on the other rows of its micro-batch."""
+    columns = torch.arange(mb.input_ids.shape[1])[None, :]
+    return ((columns >= mb.prompt_lengths[:, None]) & (mb.attention_mask > 0)).float()
+
+
+def _left_pad(values: Tensor, length: int) -> Tensor:
+    """Place per-position outputs ``[b, k]`` at the last ``k`` columns of ``[b, length]``."""
+    out = values.new_zeros(values.shape[0], length)
+    if values.shape[1]:
+        out[:, length - values.shape[1] :] = values
+    return out
+
+
+def _stack_padded(chunks: list[Tensor], length: int) -> Tensor:
+    rows = [torch.nn.functional.pad(c, (0, length - c.shape[1])) for c in chunks]
+    return torch.cat(rows) if rows else torch.zeros(0, length)
+
+
+def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    return (values.detach() * mask).sum() / mask.sum().clamp(min=1)
+
+
+def _accumulate(sums: dict[str, float], stats: dict[str, Tensor], mask: Tensor, losses: dict[str, Tensor]) -> None:
+    """Token-weighted sums of per-micro-batch means (``tokens`` is the weight); losses add up as they are."""
+    tokens = float(mask.sum().item())
+    sums["tokens"] = sums.get("tokens", 0.0) + tokens
+    for name, value in stats.items():
+        sums[f"{name}@sum"] = sums.get(f"{name}@sum", 0.0) + float(value) * tokens
+    for name, value in losses.items():
+        sums[name] = sums.get(name, 0.0) + float(value.detach())
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def shard_rows(batch: TrainBatch, world_size: int) -> list[TrainBatch]:
+    """Contiguous, equally sized shards (the short ones padded with :meth:`TrainBatch.pad_rows`)."""
+    per_rank = math.ceil(len(batch) / world_size)
+    shards = []
+    for rank in range(world_size):
+        rows = list(range(rank * per_rank, min((rank + 1) * per_rank, len(batch))))
+        if rows:
+            shard = batch.select(rows)
+        else:  # more ranks than rows: one row that contributes nothing
+            shard = batch.select([0])
+            shard = replace(shard, response_mask=torch.zeros_like(shard.response_mask))
+        shards.append(shard.pad_rows(per_rank - len(shard)))
+    return shards

@@ -1,0 +1,161 @@
+"""``python -m trainer.run``: train an LLM agent on an environment (:data:`USAGE` is the user reference).
+
+The loop, one step at a time (every await of the orchestration is in :func:`train_loop`):
+
+    rollout (groups of episodes, Ray env actors, the engine) -> trajectories
+    -> batch -> old / reference logprobs and values (learner) -> advantages
+    -> PPO epochs over mini-batches (FSDP2 actor and critic) -> weight sync to the engine
+    -> metrics (JSONL, TensorBoard, wandb), progress line, samples, checkpoint
+
+With ``algo.off_policy=true`` the rollout of step k+1 runs while step k trains, on the weights from
+before step k, and is trained one step later with the importance-sampling correction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.config import TrainConfig
+    from trainer.run_setup import Components
+
+__all__ = ["USAGE", "main", "train"]
+
+USAGE = """\
+usage: python -m trainer.run env=<id> [algo=ppo] [model=smollm2] [engine=hf] [key=value ...]
+       python -m trainer.run --cfg env=<id> [...]       print the composed config and exit
+
+Train an LLM agent with reinforcement learning on a turngym environment. Options are Hydra
+overrides of configs/train.yaml (each group's file documents its keys):
+  env=<id>              configs/env/<id>.yaml or any registered id; env.<option>=<v> sets an option
+  algo=ppo              ppo | grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
+                        (algo.group_size=8 algo.kl_coef=0.001 algo.loss_agg_mode=... algo.tis.level=token ...)
+  model=smollm2         smollm2 (embedded SmolLM2-135M-Instruct) | tiny | a Hugging Face model directory
+                        (model.lr=1e-6 model.critic_lr=1e-5 model.lora_rank=8 ...)
+  engine=hf             hf (embedded transformers engine) | sglang (engine.urls=[http://host:port])
+  rollout.*             temperature, max_new_tokens, max_total_tokens, max_turns, num_env_actors
+  trainer.*             total_steps, groups_per_step, micro_batch_size, n_gpus, run_dir, resume,
+                        checkpoint_every, sample_every, seed
+  optim.* logging.*     AdamW and schedule; tensorboard, wandb, plot
+
+A run writes to trainer.run_dir (default runs/train/<env>-<algo>-<time>): config.yaml, metrics.jsonl,
+tensorboard/, samples/, checkpoints/ (policy/ in Hugging Face format) and learning_curves.png.
+Continue a stopped run with trainer.run_dir=<dir> trainer.resume=true.
+
+Examples:
+  python -m trainer.run env=sokoban algo=ppo
+  python -m trainer.run env=sokoban algo=grpo algo.group_size=8 trainer.total_steps=50
+  python -m trainer.run env=frozenlake algo=rloo model=tiny trainer.total_steps=3
+  python -m trainer.plot runs/train/<run>            the learning curves of a run, as a PNG
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m trainer.run``; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        sys.stdout.write(USAGE)
+        return 0
+    print_config = "--cfg" in args
+    overrides = [a for a in args if a != "--cfg"]
+    flags = [a for a in overrides if a.startswith("-")]
+    if flags:
+        print(f"trainer.run: error: unknown flag {flags[0]!r}; flags are --help and --cfg", file=sys.stderr)
+        return 2
+    from agents.config import UsageError
+    from trainer.config import compose_train_config, to_train_config
+
+    try:
+        cfg = compose_train_config(overrides)
+        if print_config:
+            from omegaconf import OmegaConf
+
+            sys.stdout.write(OmegaConf.to_yaml(cfg))
+            return 0
+        config = to_train_config(cfg)
+    except UsageError as exc:
+        print(f"trainer.run: error: {exc}", file=sys.stderr)
+        return 2
+    run_dir = train(config)
+    print(f"run directory: {run_dir}")
+    return 0
+
+
+def train(config: TrainConfig, *, setup: Callable[[], None] | None = None) -> Path:
+    """Run ``config`` to its last step; returns the run directory. ``setup`` runs first in every env actor."""
+    return asyncio.run(_train(config, setup))
+
+
+async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
+    from trainer.run_setup import build_components
+
+    components = await build_components(config, setup)
+    try:
+        await train_loop(config, components)
+    finally:
+        await components.close()
+    return components.run_dir
+
+
+async def train_loop(config: TrainConfig, c: Components) -> None:
+    """The training loop (module docstring); ``c`` holds the started engine, rollout, learner and writers."""
+    import torch
+
+    from trainer.batch import build_batch
+    from trainer.run_setup import episode_metrics, rollout_task, save_checkpoint, timing_metrics, trainable
+    from trainer.train_step import estimate_advantages, score_batch, update
+
+    step, version = c.start_step, c.policy_version
+    pending = rollout_task(config, c, step + 1, version)
+    while step < config.trainer.total_steps:
+        step += 1
+        started = time.perf_counter()
+        result, rollout_metrics = await pending
+        trajectories = trainable(result)
+        overlapping = config.algo.off_policy and step < config.trainer.total_steps
+        if overlapping:  # the next rollout plays on the current weights while this step trains
+            pending = rollout_task(config, c, step + 1, version)
+        metrics: dict[str, Any] = {**result.metrics, **episode_metrics(result), **rollout_metrics}
+        train_started = time.perf_counter()
+        if trajectories:
+            batch = build_batch(trajectories, c.pad_id)
+            metrics.update(await score_batch(batch, c.learner, config))
+            metrics.update(estimate_advantages(batch, trajectories, config.algo))
+            generator = torch.Generator().manual_seed(config.trainer.seed * 1_000_003 + step)
+            metrics.update(await update(batch, c.learner, config, generator))
+            if overlapping:  # weights change only between rollouts: every trajectory has one version
+                pending = await _settled(pending)
+            version += 1
+            await c.learner.sync_weights(c.engine, version, export_dir=c.run_dir / "engine_weights")
+            metrics["train/tokens"] = float(batch.attention_mask.sum())
+        metrics["policy_version"] = float(version)
+        if not overlapping and step < config.trainer.total_steps:
+            pending = rollout_task(config, c, step + 1, version)
+        metrics.update(timing_metrics(metrics, started, train_started))
+        c.writer.write(step, metrics)
+        c.progress.update(step, metrics)
+        if config.trainer.sample_every and step % config.trainer.sample_every == 0:
+            c.write_samples(step, [t for group in result.groups for t in group])
+        if (config.trainer.checkpoint_every and step % config.trainer.checkpoint_every == 0) or (
+            step == config.trainer.total_steps
+        ):
+            await save_checkpoint(config, c, step, version)
+    if config.logging.plot:
+        c.plot()
+
+
+async def _settled(task: asyncio.Task) -> asyncio.Task:
+    """Wait for ``task`` to finish and hand it back (its result is read by the next step)."""
+    await asyncio.wait([task])
+    return task
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())

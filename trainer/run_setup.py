@@ -1,0 +1,352 @@
+"""What ``trainer.run``'s loop works with: the started components, and the small pieces of each step.
+
+:func:`build_components` starts, in order: the run directory (``config.yaml`` written, or the
+checkpoint to resume found), Ray, the engine, the environment actors, the learner groups (loading
+the checkpoint and syncing the engine to it when resuming), the metrics writer and the progress display.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.engines.base import SamplingParams
+from agents.episode import EpisodeLimits
+from agents.trajectory import Trajectory
+from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
+from trainer.config import TrainConfig
+from trainer.learner import Learner, LearnerSpec
+from trainer.learner_worker import LoraSpec, OptimizerSpec, WorkerSpec
+from trainer.rollout import RolloutConfig, RolloutManager, RolloutResult, group_requests
+
+__all__ = ["Components", "build_components", "episode_metrics", "rollout_task", "save_checkpoint", "trainable"]
+
+log = logging.getLogger("trainer.run")
+
+
+@dataclass
+class Components:
+    """The started parts of a run; ``close`` stops them (the engine and every Ray actor)."""
+
+    run_dir: Path
+    engine: Any
+    rollout: RolloutManager
+    learner: Learner
+    writer: Any
+    progress: Any
+    pad_id: int
+    start_step: int = 0
+    policy_version: int = 0
+    config: TrainConfig | None = None
+    closers: list[Callable[[], Any]] = field(default_factory=list)
+
+    def write_samples(self, step: int, trajectories: list[Trajectory]) -> None:
+        from trainer.samples import write_samples
+
+        write_samples(self.run_dir, step, trajectories, limit=self.config.trainer.samples_per_step)
+
+    def plot(self) -> None:
+        from trainer.plot import plot_run
+
+        try:
+            plot_run(self.run_dir)
+        except (ValueError, ImportError) as exc:  # no finished step yet, or matplotlib missing: say so, keep the run
+            log.warning("no learning-curve plot: %s", exc)
+
+    async def close(self) -> None:
+        for close in reversed(self.closers):
+            try:
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception as exc:  # closing the rest matters more than one failure here
+                log.warning("while closing the run: %s", exc)
+
+
+# ---------------------------------------------------------------------------------------------- start-up
+async def build_components(config: TrainConfig, setup: Callable[[], None] | None = None) -> Components:
+    """Start everything a run needs (see the module docstring)."""
+    from agents.models import load_tokenizer, resolve_model
+    from trainer.metrics import MetricsWriter, WandbOptions
+    from trainer.progress import ProgressDisplay
+    from trainer.rollout import init_ray
+    from trainer.rollout_worker import ChatRendererFactory
+
+    run_dir, resume_from = _prepare_run_dir(config)
+    model_path = resolve_model(config.model.name)
+    closers: list[Callable[[], Any]] = []
+    init_ray(
+        config.trainer.ray_address, num_cpus=_logical_cpus(config), object_store_memory=_object_store_bytes(model_path)
+    )
+    engine, engine_factory = await _start_engine(config, model_path)
+    closers.append(engine.close)
+    rollout = RolloutManager(
+        RolloutConfig(
+            num_env_actors=config.rollout.num_env_actors,
+            max_concurrent_episodes=config.rollout.max_concurrent_episodes,
+            collect_timeout_s=config.rollout.collect_timeout_s,
+        ),
+        ChatRendererFactory(model_path),
+        engine_factory,
+        setup=setup,
+    )
+    closers.append(rollout.close)
+    learner = Learner(_learner_spec(config, model_path))
+    closers.append(learner.close)
+    state = TrainerState(step=0, policy_version=0)
+    if resume_from is not None:
+        state = await _resume(learner, engine, resume_from, run_dir)
+    wandb = None
+    if config.logging.wandb:
+        wandb = WandbOptions(project=config.logging.wandb_project, mode=config.logging.wandb_mode, name=run_dir.name)
+    writer = MetricsWriter(
+        run_dir,
+        tensorboard=config.logging.tensorboard,
+        wandb=wandb,
+        resume_step=state.step if config.trainer.resume else None,
+    )
+    closers.append(writer.close)
+    progress = ProgressDisplay(config.trainer.total_steps, start_step=state.step, enabled=config.trainer.progress)
+    closers.append(progress.close)
+    tokenizer = load_tokenizer(model_path)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    return Components(
+        run_dir,
+        engine,
+        rollout,
+        learner,
+        writer,
+        progress,
+        int(pad_id),
+        state.step,
+        state.policy_version,
+        config,
+        closers,
+    )
+
+
+def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:
+    from omegaconf import OmegaConf
+
+    trainer = config.trainer
+    if trainer.run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = Path("runs") / "train" / f"{config.env['id'].replace('/', '_')}-{config.algo.name}-{stamp}"
+    else:
+        run_dir = Path(trainer.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resume_from = latest_checkpoint(run_dir) if trainer.resume else None
+    if not trainer.resume and (run_dir / "metrics.jsonl").exists():
+        raise FileExistsError(
+            f"{run_dir} already holds a run: continue it with trainer.resume=true, or choose another trainer.run_dir"
+        )
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
+    return run_dir, resume_from
+
+
+def _logical_cpus(config: TrainConfig) -> int:
+    """Ray's CPU count: enough logical CPUs for every actor of the run (they take turns on the real cores)."""
+    roles = 1 + int(config.algo.critic) + int(config.algo.kl_coef > 0)
+    wanted = config.engine.num_cpus + roles * config.learner_ranks * config.trainer.learner_cpus
+    wanted += config.rollout.num_env_actors * 0.25 + 2
+    return max(os.cpu_count() or 1, int(wanted + 0.999))
+
+
+def _object_store_bytes(model_path: str) -> int:
+    """Room for a few copies of the weights (weight sync goes through the object store), at least 256 MiB."""
+    weights = sum(p.stat().st_size for p in Path(model_path).glob("*.safetensors")) if Path(model_path).is_dir() else 0
+    return max(256 * 1024**2, 3 * 4 * weights // max(1, _bytes_per_weight(model_path)))
+
+
+def _bytes_per_weight(model_path: str) -> int:
+    import json
+
+    config_file = Path(model_path) / "config.json"
+    dtype = json.loads(config_file.read_text()).get("torch_dtype", "float32") if config_file.is_file() else "float32"
+    return 2 if dtype in ("bfloat16", "float16") else 4
+
+
+async def _start_engine(config: TrainConfig, model_path: str) -> tuple[Any, Callable[[], Any]]:
+    """The engine the loop syncs weights to (``close`` stops it) and the factory env actors call."""
+    if config.engine.kind == "hf":
+        import torch
+
+        from trainer.engine_actor import HfEngineFactory, launch_engine_actor
+
+        cuda = torch.cuda.is_available()
+        device = config.engine.device if config.engine.device != "auto" else ("cuda" if cuda else "cpu")
+        dtype = (
+            config.engine.dtype if config.engine.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
+        )
+        factory = HfEngineFactory(model_path, dtype, device, config.engine.max_batch_size, seed=config.trainer.seed)
+        num_gpus = config.engine.num_gpus if device == "cuda" else 0.0
+        client = launch_engine_actor(factory, num_cpus=config.engine.num_cpus, num_gpus=num_gpus)
+        return client, client.factory()
+    from agents.engines.sglang import SGLangConfig, SGLangEngine
+
+    if config.engine.launch:
+        sglang_config = SGLangConfig(
+            model_path=model_path, num_servers=config.engine.num_servers, gpus_per_server=config.engine.gpus_per_server
+        )
+    else:
+        sglang_config = SGLangConfig(urls=tuple(config.engine.urls))
+    engine = await SGLangEngine.create(sglang_config)
+    return engine, functools.partial(SGLangEngine, SGLangConfig(urls=tuple(engine.urls)))
+
+
+def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
+    import torch
+
+    gpu = config.trainer.n_gpus > 0
+    ranks = config.learner_ranks
+    threads = config.trainer.threads or max(1, (os.cpu_count() or 1) // ranks)
+    optim = config.optim
+
+    def optimizer(lr: float) -> OptimizerSpec:
+        return OptimizerSpec(
+            lr=lr,
+            betas=(optim.betas[0], optim.betas[1]),
+            weight_decay=optim.weight_decay,
+            grad_clip=optim.grad_clip,
+            warmup_steps=optim.warmup_steps,
+            total_steps=config.trainer.total_steps * config.algo.ppo_epochs * config.algo.mini_batches,
+            schedule=optim.schedule,
+            min_lr_ratio=optim.min_lr_ratio,
+        )
+
+    common = {
+        "device": "cuda" if gpu else "cpu",
+        "mixed_precision": gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        "num_threads": threads,
+        "seed": config.trainer.seed,
+    }
+    lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha)
+    checkpointing = config.model.gradient_checkpointing
+    actor = WorkerSpec(
+        "actor", model_path, optimizer(config.model.lr), lora, gradient_checkpointing=checkpointing, **common
+    )
+    critic = None
+    if config.algo.critic:
+        critic = WorkerSpec(
+            "critic", model_path, optimizer(config.model.critic_lr), gradient_checkpointing=checkpointing, **common
+        )
+    reference = WorkerSpec("reference", model_path, **common) if config.algo.kl_coef > 0 else None
+    return LearnerSpec(actor, critic, reference, ranks, config.trainer.learner_cpus, 1.0 if gpu else 0.0)
+
+
+async def _resume(learner: Learner, engine: Any, directory: Path, run_dir: Path) -> TrainerState:
+    state = TrainerState.load(directory)
+    await learner.actor.load_checkpoint(directory / "actor")
+    if learner.critic is not None:
+        await learner.critic.load_checkpoint(directory / "critic")
+    await learner.sync_weights(engine, state.policy_version, export_dir=run_dir / "engine_weights")
+    log.info("resumed from %s (step %d)", directory, state.step)
+    return state
+
+
+# ---------------------------------------------------------------------------------------------- each step
+def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: int) -> asyncio.Task:
+    """Start step ``step``'s rollout: groups of seeds ``seed + (step - 1) * groups_per_step + i``."""
+    groups = config.trainer.groups_per_step
+    first = config.trainer.seed + (step - 1) * groups
+    env_options = {k: v for k, v in config.env.items() if k != "id"}
+    requests = group_requests(config.env["id"], range(first, first + groups), config.algo.group_size, env_options)
+    rollout = config.rollout
+    sampling = SamplingParams(
+        max_new_tokens=rollout.max_new_tokens,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        seed=config.trainer.seed * 1_000_003 + step,
+    )
+    limits = EpisodeLimits(rollout.max_turns, rollout.max_new_tokens, rollout.max_total_tokens, rollout.step_timeout_s)
+
+    async def collect() -> tuple[RolloutResult, dict[str, float]]:
+        started = time.perf_counter()
+        before = await engine_stats(c.engine)
+        result = await c.rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)
+        after = await engine_stats(c.engine)
+        prompt = after.prompt_tokens - before.prompt_tokens
+        cached = after.cached_prompt_tokens - before.cached_prompt_tokens
+        metrics = {
+            "time/rollout_s": time.perf_counter() - started,
+            "rollout/prefix_hit_rate": cached / prompt if prompt else 0.0,
+            "rollout/prompt_tokens": float(prompt),
+            "rollout/generated_tokens": float(after.generated_tokens - before.generated_tokens),
+        }
+        return result, metrics
+
+    return asyncio.ensure_future(collect())
+
+
+def trainable(result: RolloutResult) -> list[Trajectory]:
+    """The trajectories to train on: every member of every complete group (failed attempts are not in groups)."""
+    return [t for group in result.groups for t in group if t.trainable]
+
+
+def episode_metrics(result: RolloutResult) -> dict[str, float]:
+    """reward/*, episode/* over the step's complete episodes (empty when every group was dropped)."""
+    import statistics
+
+    episodes = result.trajectories
+    if not episodes:
+        return {}
+    returns = [t.episode_return for t in episodes]
+    turns = sum(t.num_turns for t in episodes)
+    terminations = {
+        kind: sum(t.termination == kind for t in episodes) / len(episodes)
+        for kind in ("terminated", "truncated", "max_tokens")
+    }
+    return {
+        "reward/mean": statistics.fmean(returns),
+        "reward/std": statistics.pstdev(returns),
+        "reward/max": max(returns),
+        "reward/min": min(returns),
+        "reward/success_rate": statistics.fmean(float(t.success) for t in episodes),
+        "episode/turns": turns / len(episodes),
+        "episode/response_tokens": statistics.fmean(t.num_sampled_tokens for t in episodes),
+        "episode/total_tokens": statistics.fmean(t.num_tokens for t in episodes),
+        "episode/invalid_action_rate": sum(t.num_invalid_actions for t in episodes) / max(1, turns),
+        "episode/count": float(len(episodes)),
+        **{f"episode/{kind}_fraction": share for kind, share in terminations.items()},
+    }
+
+
+def timing_metrics(metrics: dict[str, Any], started: float, train_started: float) -> dict[str, float]:
+    step_s = time.perf_counter() - started
+    train_s = time.perf_counter() - train_started
+    sampled = metrics.get("episode/response_tokens", 0.0) * metrics.get("episode/count", 0.0)
+    out = {
+        "time/step_s": step_s,
+        "time/train_s": train_s,
+        "throughput/tokens_per_s": sampled / metrics["time/rollout_s"] if metrics.get("time/rollout_s") else 0.0,
+        "throughput/learner_tokens_per_s": metrics.get("train/tokens", 0.0) / train_s if train_s > 0 else 0.0,
+    }
+    return out
+
+
+async def engine_stats(engine: Any) -> Any:
+    """The engine's counters (an engine actor answers asynchronously)."""
+    if hasattr(engine, "stats_async"):
+        return await engine.stats_async()
+    return engine.stats()
+
+
+async def save_checkpoint(config: TrainConfig, c: Components, step: int, policy_version: int) -> Path:
+    """Write step ``step``'s checkpoint (layout: ``trainer.checkpoint``), then prune old ones."""
+    directory = checkpoint_dir(c.run_dir, step)
+    directory.mkdir(parents=True, exist_ok=True)
+    await c.learner.actor.save_checkpoint(directory / "actor")
+    if c.learner.critic is not None:
+        await c.learner.critic.save_checkpoint(directory / "critic")
+    await c.learner.actor.save_pretrained(directory / "policy", c.learner.spec.actor.model)
+    TrainerState(step=step, policy_version=policy_version).save(directory)
+    mark_complete(directory)
+    prune_checkpoints(c.run_dir, config.trainer.keep_checkpoints)
+    return directory

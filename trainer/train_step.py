@@ -1,0 +1,202 @@
+"""One training step after the rollout: score the batch, estimate advantages, run the PPO epochs.
+
+The three phases are separate functions so the loop in ``trainer.run`` shows every one of them:
+
+* :func:`score_batch` - the learner's logprobs of the policy that collected the data (``old``, at the
+  rollout temperature), the reference's and the critic's values, and the truncated importance weights
+  between the engine's and the learner's logprobs;
+* :func:`estimate_advantages` - turn rewards placed on each turn's last sampled token, the optional
+  KL penalty in the reward, then the estimator ``algo.advantage`` names (:data:`ESTIMATORS`);
+* :func:`update` - ``algo.ppo_epochs`` passes over ``algo.mini_batches`` shuffled mini-batches; each
+  mini-batch is one optimizer step of the actor (and of the critic), normalised by the mini-batch's
+  global token and sequence counts (``trainer.algos.Aggregation``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from agents.trajectory import Trajectory
+from trainer.algos import (
+    Aggregation,
+    apply_kl_penalty,
+    gae_advantages,
+    group_advantages,
+    group_statistics,
+    kl_estimate,
+    logprob_mismatch,
+    place_turn_rewards,
+    reinforce_pp_advantages,
+    reinforce_pp_baseline_advantages,
+    rloo_advantages,
+    truncated_is_weights,
+)
+from trainer.batch import TrainBatch, reward_positions
+from trainer.config import AlgoConfig, TrainConfig
+from trainer.learner import Learner
+from trainer.learner_worker import PolicyLossSpec
+
+__all__ = ["ESTIMATORS", "AdvantageInputs", "estimate_advantages", "policy_loss_spec", "score_batch", "update"]
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+async def score_batch(batch: TrainBatch, learner: Learner, config: TrainConfig) -> dict[str, float]:
+    """Fill ``old_logprobs``, ``ref_logprobs``, ``values`` and ``is_weights``; return their metrics."""
+    temperature, micro = config.rollout.temperature, config.trainer.micro_batch_size
+    started = time.perf_counter()
+    batch.old_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro)
+    if learner.reference is not None:
+        batch.ref_logprobs = await learner.reference.compute_logprobs(batch, temperature, micro)
+    if learner.critic is not None:
+        batch.values = await learner.critic.compute_values(batch, micro)
+    mask = batch.response_mask
+    metrics = {
+        "rollout/logprob_mismatch": float(logprob_mismatch(batch.old_logprobs, batch.rollout_logprobs, mask)),
+        "time/score_s": time.perf_counter() - started,
+    }
+    tis = config.algo.tis
+    if tis.level != "none":
+        batch.is_weights, stats = truncated_is_weights(
+            batch.old_logprobs, batch.rollout_logprobs, mask, level=tis.level, mode=tis.mode, cap=tis.cap
+        )
+        metrics.update({f"rollout/{k}": float(v) for k, v in stats.items()})
+    if batch.ref_logprobs is not None:
+        kl = kl_estimate(batch.old_logprobs, batch.ref_logprobs, config.algo.kl_estimator)
+        metrics["rollout/kl_ref"] = float((kl * mask).sum() / mask.sum().clamp(min=1))
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------- advantages
+@dataclass
+class AdvantageInputs:
+    """What an estimator may use: token rewards ``[B, L]``, sampled-token mask, episode scores ``[B]``,
+    group ids ``[B]`` and the critic's values ``[B, L]`` (``None`` without a critic)."""
+
+    token_rewards: Tensor
+    mask: Tensor
+    scores: Tensor
+    group_index: Tensor
+    values: Tensor | None
+
+
+def _gae(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
+    return gae_advantages(x.token_rewards, x.values, x.mask, gamma=algo.gamma, lam=algo.lam)
+
+
+def _grpo(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
+    per_episode = group_advantages(x.scores, x.group_index, normalize_std=algo.normalize_std)
+    return per_episode[:, None] * x.mask, None
+
+
+def _rloo(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
+    return rloo_advantages(x.scores, x.group_index)[:, None] * x.mask, None
+
+
+def _reinforce_pp(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
+    advantages, _ = reinforce_pp_advantages(x.token_rewards, x.mask, gamma=algo.gamma)
+    return advantages, None
+
+
+def _reinforce_pp_baseline(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
+    return reinforce_pp_baseline_advantages(x.scores, x.group_index, x.mask), None
+
+
+#: ``algo.advantage`` -> estimator returning (advantages ``[B, L]``, critic returns ``[B, L]`` or ``None``).
+ESTIMATORS: dict[str, Callable[[AdvantageInputs, AlgoConfig], tuple[Tensor, Tensor | None]]] = {
+    "gae": _gae,
+    "grpo": _grpo,
+    "rloo": _rloo,
+    "reinforce_pp": _reinforce_pp,
+    "reinforce_pp_baseline": _reinforce_pp_baseline,
+}
+
+
+def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], algo: AlgoConfig) -> dict[str, float]:
+    """Fill ``batch.advantages`` (and ``batch.returns`` for the critic); return the metrics.
+
+    Episode scores are the sum of the turn rewards the trajectory carries (its return); with
+    ``algo.kl_in_reward`` the per-token KL penalty is subtracted from the token rewards and so from
+    the scores too.
+    """
+    mask = batch.response_mask
+    token_rewards = place_turn_rewards(
+        [t.turn_rewards for t in trajectories], [reward_positions(t) for t in trajectories], tuple(mask.shape)
+    )
+    metrics: dict[str, float] = {}
+    if algo.kl_in_reward and algo.kl_coef > 0:
+        kl = kl_estimate(batch.old_logprobs, batch.ref_logprobs, algo.kl_estimator)
+        token_rewards = apply_kl_penalty(token_rewards, kl, mask, algo.kl_coef)
+    scores = token_rewards.sum(dim=1)
+    groups = {group: i for i, group in enumerate(dict.fromkeys(t.group_id for t in trajectories))}
+    group_index = torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long)
+    inputs = AdvantageInputs(token_rewards, mask, scores, group_index, batch.values)
+    batch.advantages, batch.returns = ESTIMATORS[algo.advantage](inputs, algo)
+    sampled = mask.sum().clamp(min=1)
+    metrics["advantage/mean"] = float((batch.advantages * mask).sum() / sampled)
+    metrics["advantage/abs_mean"] = float((batch.advantages.abs() * mask).sum() / sampled)
+    metrics.update({f"groups/{k}": float(v) for k, v in group_statistics(scores, group_index).items()})
+    if batch.returns is not None:
+        metrics["critic/return_mean"] = float((batch.returns * mask).sum() / sampled)
+        metrics["critic/value_mean"] = float((batch.values * mask).sum() / sampled)
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------- update
+def policy_loss_spec(config: TrainConfig) -> PolicyLossSpec:
+    algo = config.algo
+    return PolicyLossSpec(
+        clip_low=algo.clip_low,
+        clip_high=algo.clip_high,
+        dual_clip=algo.dual_clip,
+        entropy_coef=algo.entropy_coef,
+        kl_coef=0.0 if algo.kl_in_reward else algo.kl_coef,
+        kl_estimator=algo.kl_estimator,
+        temperature=config.rollout.temperature,
+    )
+
+
+def mini_batches(size: int, count: int, generator: torch.Generator) -> list[Tensor]:
+    """A shuffled split of ``range(size)`` into ``count`` near-equal parts."""
+    order = torch.randperm(size, generator=generator)
+    return [part for part in torch.tensor_split(order, count) if len(part)]
+
+
+async def update(
+    batch: TrainBatch, learner: Learner, config: TrainConfig, generator: torch.Generator
+) -> dict[str, float]:
+    """The PPO epochs over mini-batches; every mini-batch is one optimizer step of each trained role."""
+    algo = config.algo
+    loss = policy_loss_spec(config)
+    norm_length = float(algo.norm_length or config.rollout.max_total_tokens)
+    actor_stats: list[dict[str, float]] = []
+    critic_stats: list[dict[str, float]] = []
+    for _ in range(algo.ppo_epochs):
+        for rows in mini_batches(len(batch), algo.mini_batches, generator):
+            part = batch.select(rows)
+            agg = Aggregation(algo.loss_agg_mode, float(part.num_sampled_tokens), float(len(part)), norm_length)
+            actor_stats.append(await learner.actor.update_policy(part, agg, loss, config.trainer.micro_batch_size))
+            if learner.critic is not None:
+                value_agg = Aggregation("token-mean", float(part.num_sampled_tokens), float(len(part)), norm_length)
+                critic_stats.append(
+                    await learner.critic.update_value(
+                        part, value_agg, algo.value_clip, config.trainer.micro_batch_size
+                    )
+                )
+    metrics = {f"actor/{k}": v for k, v in _mean_stats(actor_stats).items()}
+    metrics.update({f"critic/{k}": v for k, v in _mean_stats(critic_stats).items()})
+    return metrics
+
+
+def _mean_stats(stats: list[dict[str, float]]) -> dict[str, float]:
+    """The mean of each statistic over the optimizer steps (``tokens`` summed)."""
+    if not stats:
+        return {}
+    out = {name: statistics.fmean(s[name] for s in stats) for name in stats[0] if name != "tokens"}
+    out["tokens"] = sum(s["tokens"] for s in stats)
+    return out

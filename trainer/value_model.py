@@ -1,0 +1,60 @@
+"""The critic: a causal LM's decoder with a scalar value head instead of the vocabulary head.
+
+``ValueModel.from_pretrained(path)`` loads the decoder of any Hugging Face causal LM checkpoint
+(``AutoModel``, so the vocabulary projection is not loaded nor computed) and adds
+``value_head = Linear(hidden_size, 1)`` initialised to zero, so every value starts at 0, a neutral
+baseline, and the first updates move the head before the decoder. ``forward`` returns one value per
+position, ``[B, L]``; position ``i`` holds the value of the state after token ``i`` (the learner
+reads it as the value before token ``i + 1`` is chosen, see ``trainer.batch``).
+
+Saved as ``save_pretrained(dir)``: the decoder in Hugging Face format plus ``value_head.safetensors``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["ValueModel"]
+
+VALUE_HEAD_FILE = "value_head.safetensors"
+
+
+class ValueModel(nn.Module):
+    def __init__(self, backbone: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.value_head = nn.Linear(backbone.config.hidden_size, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    @property
+    def config(self):
+        return self.backbone.config
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32) -> ValueModel:
+        from transformers import AutoModel
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        backbone = AutoModel.from_pretrained(str(path), dtype=dtype)
+        model = cls(backbone).to(dtype)
+        head_file = Path(path) / VALUE_HEAD_FILE
+        if head_file.is_file():  # a saved critic: restore its head too
+            from safetensors.torch import load_file
+
+            model.value_head.load_state_dict(load_file(str(head_file)))
+        return model
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, keep: int | None = None) -> Tensor:
+        """Values ``[B, L]`` (or of the last ``keep`` positions, ``[B, keep]``)."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        if keep is not None:
+            hidden = hidden[:, -keep:]
+        return self.value_head(hidden).squeeze(-1).to(torch.float32, copy=True)
+
+    def gradient_checkpointing_enable(self) -> None:
+        self.backbone.gradient_checkpointing_enable()
