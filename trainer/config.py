@@ -102,7 +102,7 @@ class EngineConfig:
 
     kind: str = "hf"
     device: str = "auto"  # hf: auto | cpu | cuda
-    dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16
+    dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16 | float16
     max_batch_size: int = 16  # hf: sequences decoded together
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
     num_gpus: float = 0.0  # hf: the engine actor's GPU share
@@ -215,16 +215,21 @@ def _rewrite_groups(overrides: list[str]) -> list[str]:
 
 def compose_train_config(overrides: list[str]) -> DictConfig:
     """Compose ``configs/train.yaml`` with command-line ``overrides`` (conveniences: module docstring)."""
-    return compose_config("train", TrainConfig, _rewrite_groups(overrides))
+    rewritten = _rewrite_groups(overrides)
+    if "model=hf" in rewritten and not any(o.lstrip("+").startswith("model.name=") for o in rewritten):
+        raise UsageError(
+            "model=hf needs model.name=<a Hugging Face model directory or org/name> (or write model=<it>)"
+        )
+    return compose_config("train", TrainConfig, rewritten)
 
 
 # ---------------------------------------------------------------------------------------------- checks
 def to_train_config(cfg: DictConfig) -> TrainConfig:
     """The validated typed config; raises :class:`UsageError` naming the setting to change."""
     config = _typed_config(cfg, TrainConfig)
+    _check_trainer(config)
     _check_algo(config)
     _check_rollout(config)
-    _check_trainer(config)
     _check_engine_and_devices(config)
     _check_model(config.model)
     return config
@@ -296,13 +301,20 @@ def _check_rollout(config: TrainConfig) -> None:
     )
     _require(rollout.max_turns is None or rollout.max_turns >= 1, "rollout.max_turns must be >= 1 or null")
     _require(rollout.num_env_actors >= 1, f"rollout.num_env_actors must be >= 1, got {rollout.num_env_actors}")
+    _require(
+        rollout.max_concurrent_episodes >= 1,
+        f"rollout.max_concurrent_episodes must be >= 1, got {rollout.max_concurrent_episodes}",
+    )
+    for name in ("step_timeout_s", "collect_timeout_s"):
+        value = getattr(rollout, name)
+        _require(value is None or value > 0, f"rollout.{name} must be > 0 or null (no limit), got {value}")
 
 
 def _check_trainer(config: TrainConfig) -> None:
     trainer = config.trainer
     for name in ("total_steps", "groups_per_step", "micro_batch_size", "cpu_ranks", "keep_checkpoints"):
         _require(getattr(trainer, name) >= 1, f"trainer.{name} must be >= 1, got {getattr(trainer, name)}")
-    for name in ("checkpoint_every", "sample_every", "n_gpus", "seed"):
+    for name in ("checkpoint_every", "sample_every", "samples_per_step", "n_gpus", "seed"):
         _require(getattr(trainer, name) >= 0, f"trainer.{name} must be >= 0, got {getattr(trainer, name)}")
     _require(trainer.threads is None or trainer.threads >= 1, "trainer.threads must be >= 1 or null")
     for name in ("lr", "critic_lr"):
@@ -324,6 +336,8 @@ def _check_trainer(config: TrainConfig) -> None:
 def _check_engine_and_devices(config: TrainConfig) -> None:
     engine = config.engine
     check_choice("engine.kind", engine.kind, ENGINES)
+    check_choice("engine.device", engine.device, ("auto", "cpu", "cuda"))
+    check_choice("engine.dtype", engine.dtype, ("auto", "float32", "bfloat16", "float16"))
     cuda = _cuda_devices()
     _require(
         config.trainer.n_gpus <= cuda,
@@ -343,6 +357,9 @@ def _check_engine_and_devices(config: TrainConfig) -> None:
 
 
 def _check_model(model: ModelConfig) -> None:
+    _require(
+        bool(model.name.strip()), "model.name is empty: choose model=smollm2, model=tiny or model=<a model directory>"
+    )
     _require(model.lora_rank >= 0, f"model.lora_rank must be >= 0, got {model.lora_rank}")
     if model.name == "smollm2":
         import importlib.util

@@ -189,8 +189,9 @@ class ModelWorker:
         """How many trailing positions' outputs are needed: from the first prompt's last token on."""
         return int(mb.input_ids.shape[1] - mb.prompt_lengths.min().item() + 1)
 
-    def _policy_outputs(self, mb: TrainBatch, temperature: float, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-        """Logprobs ``[b, L]`` of each token (and the entropies of its distribution), 0 before the first response."""
+    def _policy_outputs(self, mb: TrainBatch, temperature: float, with_entropy: str) -> tuple[Tensor, Tensor | None]:
+        """Logprobs ``[b, L]`` of each token, 0 outside each row's response; with ``with_entropy`` ``"grad"`` or
+        ``"log"`` also the entropy of each position's distribution (``"log"``: without a gradient)."""
         input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
         keep = self._keep(mb)
         logits = self.model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits
@@ -198,7 +199,11 @@ class ModelWorker:
         targets = input_ids[:, -keep + 1 :] if keep > 1 else input_ids[:, :0]
         region = _response_region(mb).to(self.device)
         logprobs = _left_pad(token_logprobs(logits, targets), mb.input_ids.shape[1]) * region
-        entropy = _left_pad(entropy_from_logits(logits), mb.input_ids.shape[1]) * region if with_entropy else None
+        entropy = None
+        if with_entropy != "none":
+            # Without an entropy bonus the entropy is only logged: no graph through a [b, k, vocab] softmax.
+            with torch.set_grad_enabled(with_entropy == "grad" and torch.is_grad_enabled()):
+                entropy = _left_pad(entropy_from_logits(logits), mb.input_ids.shape[1]) * region
         return logprobs, entropy
 
     def _values(self, mb: TrainBatch) -> Tensor:
@@ -210,7 +215,7 @@ class ModelWorker:
     def compute_logprobs(self, batch: TrainBatch, temperature: float, micro_batch_size: int) -> Tensor:
         """Logprobs ``[n, L]`` of every token of ``batch`` at ``temperature`` (no gradient)."""
         outputs = [
-            self._policy_outputs(mb, temperature, False)[0].cpu()
+            self._policy_outputs(mb, temperature, "none")[0].cpu()
             for mb in self._micro_batches(batch, micro_batch_size)
         ]
         return _stack_padded(outputs, batch.input_ids.shape[1])
@@ -228,7 +233,8 @@ class ModelWorker:
         sums: dict[str, float] = {}
         for mb in self._micro_batches(batch, micro_batch_size):
             mask = mb.response_mask.to(self.device)
-            logprobs, entropy = self._policy_outputs(mb, loss.temperature, with_entropy=True)
+            entropy_mode = "grad" if loss.entropy_coef > 0 else "log"
+            logprobs, entropy = self._policy_outputs(mb, loss.temperature, entropy_mode)
             is_weights = None if mb.is_weights is None else mb.is_weights.to(self.device)
             policy_loss, stats = ppo_policy_loss(
                 logprobs,
@@ -241,8 +247,9 @@ class ModelWorker:
                 dual_clip=loss.dual_clip,
                 is_weights=is_weights,
             )
-            entropy_term = aggregate(entropy, mask, agg)
-            total = policy_loss - loss.entropy_coef * entropy_term
+            total = policy_loss
+            if loss.entropy_coef > 0:
+                total = total - loss.entropy_coef * aggregate(entropy, mask, agg)
             stats = {**stats, "entropy": _masked_mean(entropy, mask)}
             if mb.ref_logprobs is not None:
                 kl = kl_estimate(logprobs, mb.ref_logprobs.to(self.device), loss.kl_estimator)

@@ -1,0 +1,56 @@
+"""A trivially learnable environment for the training tests: reward = the share of digits in the answer.
+
+Each of ``turns`` turns asks for "digits"; the turn's reward is the fraction of the answer's
+non-space characters that are digits (0 for an empty answer). A random tiny model writes about one
+digit in six characters, and a policy gradient can raise that within a few steps: the reward must
+rise. Several turns exercise the multi-turn masks (observation gaps between turns).
+
+Nothing registers at import: :func:`register` does it (the training tests pass it as the rollout's
+``setup``, so it runs in every environment actor).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import envs
+from envs.core import StepOutcome, TextEnv
+
+ENV_ID = "digits-test"
+
+
+def digit_share(text: str) -> float:
+    characters = [c for c in text if not c.isspace()]
+    return sum(c.isdigit() for c in characters) / len(characters) if characters else 0.0
+
+
+class DigitsEnv(TextEnv):
+    instructions = "Write digits."
+    action_format = "digits"
+
+    def __init__(self, turns: int = 2) -> None:
+        super().__init__(max_turns=turns, format_penalty=0.0)
+        self.turns = turns
+
+    def _reset(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        return f"Turn 1 of {self.turns}: digits please.", {}
+
+    def _step(self, action: str) -> StepOutcome:
+        reward = digit_share(action)
+        finished = self.turn + 1 >= self.turns  # self.turn counts the steps before this one
+        return StepOutcome(
+            f"Turn {self.turn + 2} of {self.turns}: digits please.",
+            reward=reward,
+            terminated=finished,
+            success=finished and reward >= 0.5,
+        )
+
+    def render_text(self, color: bool = False) -> str:
+        return f"turn {self.turn} of {self.turns}"
+
+
+def register() -> None:
+    with contextlib.suppress(ValueError):  # already registered in this process
+        envs.register(ENV_ID, DigitsEnv)
