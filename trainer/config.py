@@ -105,7 +105,7 @@ class EngineConfig:
     dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16 | float16
     max_batch_size: int = 16  # hf: sequences decoded together
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
-    num_gpus: float = 0.0  # hf: the engine actor's GPU share
+    num_gpus: float = 0.0  # hf on CUDA: the engine actor's GPU share (0: 0.25); the learner ranks share the rest
     urls: list[str] = field(default_factory=list)  # sglang: running servers, http://host:port
     launch: bool = False  # sglang: start servers on this machine instead (needs sglang and CUDA)
     num_servers: int = 1

@@ -346,6 +346,15 @@ class ModelWorker:
     def ping(self) -> int:
         return self.rank
 
+    def peak_memory(self) -> dict[str, float]:
+        """This rank's peak resident memory (MiB) and, on CUDA, peak allocated device memory (MiB)."""
+        import resource
+
+        peak = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        if self.device.type == "cuda":
+            peak["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        return peak
+
 
 # ---------------------------------------------------------------------------------------------- helpers
 def _decoder_layers(model: nn.Module) -> list[nn.Module]:

@@ -186,8 +186,7 @@ async def _start_engine(config: TrainConfig, model_path: str) -> tuple[Any, Call
             config.engine.dtype if config.engine.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
         )
         factory = HfEngineFactory(model_path, dtype, device, config.engine.max_batch_size, seed=config.trainer.seed)
-        num_gpus = config.engine.num_gpus if device == "cuda" else 0.0
-        client = launch_engine_actor(factory, num_cpus=config.engine.num_cpus, num_gpus=num_gpus)
+        client = launch_engine_actor(factory, num_cpus=config.engine.num_cpus, num_gpus=_engine_gpu_share(config))
         return client, client.factory()
     from agents.engines.sglang import SGLangConfig, SGLangEngine
 
@@ -199,6 +198,23 @@ async def _start_engine(config: TrainConfig, model_path: str) -> tuple[Any, Call
         sglang_config = SGLangConfig(urls=tuple(config.engine.urls))
     engine = await SGLangEngine.create(sglang_config)
     return engine, functools.partial(SGLangEngine, SGLangConfig(urls=tuple(engine.urls)))
+
+
+def _engine_gpu_share(config: TrainConfig) -> float:
+    """The hf engine actor's GPU share: ``engine.num_gpus``, or 0.25 when it is 0 and the engine runs on CUDA
+    (Ray hides the GPUs from an actor that reserves none)."""
+    import torch
+
+    if config.engine.kind != "hf" or config.engine.device == "cpu" or not torch.cuda.is_available():
+        return 0.0
+    return config.engine.num_gpus or 0.25
+
+
+def _learner_gpu_share(config: TrainConfig, roles: int) -> float:
+    """Each learner rank's GPU share: the roles (actor, critic, reference) share each GPU, next to the engine."""
+    if config.trainer.n_gpus == 0:
+        return 0.0
+    return (1.0 - _engine_gpu_share(config)) / roles
 
 
 def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
@@ -238,7 +254,9 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
             "critic", model_path, optimizer(config.model.critic_lr), gradient_checkpointing=checkpointing, **common
         )
     reference = WorkerSpec("reference", model_path, **common) if config.algo.kl_coef > 0 else None
-    return LearnerSpec(actor, critic, reference, ranks, config.trainer.learner_cpus, 1.0 if gpu else 0.0)
+    roles = 1 + (critic is not None) + (reference is not None)
+    gpu_share = _learner_gpu_share(config, roles)
+    return LearnerSpec(actor, critic, reference, ranks, config.trainer.learner_cpus, gpu_share)
 
 
 async def _resume(learner: Learner, engine: Any, directory: Path, run_dir: Path) -> TrainerState:

@@ -16,6 +16,7 @@ import math
 import learnable_env
 import pytest
 import ray
+import torch
 
 from agents.config import UsageError
 from agents.models import tiny_model_path
@@ -157,3 +158,15 @@ def test_bad_config_fails_before_any_work(tmp_path):
     with pytest.raises(UsageError, match=r"algo\.group_size"):
         config_for(tmp_path, "algo=grpo", "algo.group_size=1")
     assert not (tmp_path / "run").exists()  # the check came before the run directory or any actor
+
+
+@pytest.mark.gpu
+def test_short_cuda_run_with_nccl_and_bf16(tmp_path):
+    """On a CUDA machine: learner ranks on the GPU (NCCL, bf16 compute) next to the hf engine."""
+    if not torch.cuda.is_available():
+        pytest.fail("the gpu marker runs only where CUDA is available")
+    config = config_for(tmp_path, "algo=ppo", "trainer.n_gpus=1", "trainer.total_steps=2", "trainer.groups_per_step=4")
+    records = read_metrics(train(config, setup=learnable_env.register))
+    assert [r["policy_version"] for r in records] == [1, 2]
+    # bf16 engine against bf16-compute learner: agreement to bf16 precision, not float noise.
+    assert all(r["rollout/logprob_mismatch"] < 0.1 for r in records)
