@@ -15,6 +15,7 @@ first entry of ``play.yaml``'s defaults list, so every value is type-checked whi
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any, TypeVar
@@ -162,9 +163,16 @@ def compose_play_config(overrides: list[str]) -> DictConfig:
     return compose_config("play", PlayConfig, overrides)
 
 
-def compose_config(name: str, schema: type, overrides: list[str]) -> DictConfig:
-    """Compose ``configs/<name>.yaml`` (whose schema is the dataclass ``schema``) with ``overrides``."""
+def compose_config(
+    name: str, schema: type, overrides: list[str], *, then: Callable[[list[str]], list[str]] | None = None
+) -> DictConfig:
+    """Compose ``configs/<name>.yaml`` (whose schema is the dataclass ``schema``) with ``overrides``.
+
+    ``then`` rewrites the overrides once more after the checks and the environment choice.
+    """
     rewritten = rewrite_overrides(overrides, tuple(f.name for f in fields(schema)))
+    if then is not None:
+        rewritten = then(rewritten)
     try:
         with initialize_config_module(config_module="configs", version_base="1.3"):
             return compose(name, overrides=rewritten)

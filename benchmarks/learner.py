@@ -31,7 +31,8 @@ import torch
 from agents.models import load_model, resolve_model
 from trainer.algos import Aggregation, ppo_policy_loss, token_logprobs
 from trainer.batch import TrainBatch
-from trainer.learner_worker import ModelWorker, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_worker import ModelWorker
 
 
 def make_batch(rows: int, length: int, prompt: int, vocab: int) -> TrainBatch:

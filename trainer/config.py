@@ -1,8 +1,12 @@
 """Configuration of ``python -m trainer.run``: typed schemas for every group, and the checks at start-up.
 
-``configs/train.yaml`` composes the groups ``env/`` (the environment), ``algo/`` (advantage estimator
-and loss), ``model/`` (``smollm2``, ``tiny``, ``hf`` for any Hugging Face directory), ``engine/``
-(``hf``, ``sglang``) and the plain sections ``rollout``, ``optim``, ``trainer`` and ``logging``.
+``configs/train.yaml`` composes the groups ``env/`` (the environment, shared with play and eval) and,
+under ``configs/training/``, ``algo/`` (advantage estimator and loss), ``model/`` (``smollm2``,
+``tiny``, ``hf`` for any Hugging Face directory) and ``engine/`` (``hf``, ``sglang``), plus the plain
+sections ``rollout``, ``optim``, ``trainer`` and ``logging``. The three training groups live in their
+own folder because ``model=`` is a plain value for ``agents.play`` and ``agents.eval``: a top-level
+``configs/model/`` group would capture it there. On the command line they read as usual: ``algo=grpo``
+becomes ``training/algo@algo=grpo``.
 Each has a dataclass below, registered in Hydra's ConfigStore, so types are checked while composing;
 :func:`to_train_config` then checks what types cannot (ranges, combinations such as PPO without a
 critic or GRPO with groups of one, CUDA for GPU settings) before anything heavy starts. Every problem
@@ -10,7 +14,7 @@ is a :class:`agents.config.UsageError` whose message names the setting to change
 
 Command-line conveniences on top of Hydra (:func:`compose_train_config`): ``env=<id>`` also accepts
 any registered environment id (as in ``agents.eval``), and ``model=<dir or hub id>`` that is not a
-file in ``configs/model/`` means ``model=hf model.name=<it>``.
+file in ``configs/training/model/`` means ``model=hf model.name=<it>``.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ class TISConfig:
 
 @dataclass
 class AlgoConfig:
-    """The algorithm: advantage estimator, PPO loss, KL and entropy terms (``configs/algo/*.yaml``)."""
+    """The algorithm: advantage estimator, PPO loss, KL and entropy terms (``configs/training/algo/*.yaml``)."""
 
     name: str = "ppo"
     advantage: str = "gae"
@@ -86,7 +90,7 @@ class AlgoConfig:
 
 @dataclass
 class ModelConfig:
-    """The policy (and critic) model and its learning rates (``configs/model/*.yaml``)."""
+    """The policy (and critic) model and its learning rates (``configs/training/model/*.yaml``)."""
 
     name: str = "smollm2"  # smollm2 | tiny | a Hugging Face model directory or hub id
     lr: float = 1e-6
@@ -98,7 +102,7 @@ class ModelConfig:
 
 @dataclass
 class EngineConfig:
-    """The inference engine that plays the episodes (``configs/engine/*.yaml``)."""
+    """The inference engine that plays the episodes (``configs/training/engine/*.yaml``)."""
 
     kind: str = "hf"
     device: str = "auto"  # hf: auto | cpu | cuda
@@ -194,13 +198,17 @@ ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 
 
 # ---------------------------------------------------------------------------------------------- composition
+TRAINING_GROUPS = ("algo", "model", "engine")
+
+
 def _group_files(group: str) -> tuple[str, ...]:
-    folder = resources.files("configs") / group
+    folder = resources.files("configs") / "training" / group
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml")))
 
 
 def _rewrite_groups(overrides: list[str]) -> list[str]:
-    """Check ``algo=`` and ``engine=`` choices; turn ``model=<path>`` into ``model=hf model.name=<path>``."""
+    """Check ``algo=`` and ``engine=`` choices, turn ``model=<path>`` into ``model=hf model.name=<path>``,
+    and address the three groups in their folder (``algo=grpo`` -> ``training/algo@algo=grpo``)."""
     rewritten = []
     for override in overrides:
         key, _, value = override.partition("=")
@@ -213,6 +221,11 @@ def _rewrite_groups(overrides: list[str]) -> list[str]:
     return rewritten
 
 
+def _in_training_folder(override: str) -> str:
+    key, _, value = override.partition("=")
+    return f"training/{key}@{key}={value}" if key in TRAINING_GROUPS else override
+
+
 def compose_train_config(overrides: list[str]) -> DictConfig:
     """Compose ``configs/train.yaml`` with command-line ``overrides`` (conveniences: module docstring)."""
     rewritten = _rewrite_groups(overrides)
@@ -220,7 +233,7 @@ def compose_train_config(overrides: list[str]) -> DictConfig:
         raise UsageError(
             "model=hf needs model.name=<a Hugging Face model directory or org/name> (or write model=<it>)"
         )
-    return compose_config("train", TrainConfig, rewritten)
+    return compose_config("train", TrainConfig, rewritten, then=lambda done: [_in_training_folder(o) for o in done])
 
 
 # ---------------------------------------------------------------------------------------------- checks

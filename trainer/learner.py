@@ -30,7 +30,8 @@ import torch
 
 from trainer.algos import Aggregation
 from trainer.batch import TrainBatch
-from trainer.learner_worker import ModelWorker, PolicyLossSpec, WorkerSpec, shard_rows
+from trainer.learner_specs import PolicyLossSpec, WorkerSpec
+from trainer.learner_worker import ModelWorker, shard_rows
 
 __all__ = ["Learner", "LearnerSpec", "WorkerGroup", "combine_stats"]
 

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import math
 import os
-import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -40,72 +38,19 @@ from trainer.algos import (
     value_loss,
 )
 from trainer.batch import TrainBatch
+from trainer.learner_specs import (
+    ROLES,
+    PolicyLossSpec,
+    WorkerSpec,
+    decoder_layers,
+    disable_dropout,
+    merge_lora_state_dict,
+    rng_state,
+    set_rng_state,
+    with_lora,
+)
 
-__all__ = ["LoraSpec", "ModelWorker", "OptimizerSpec", "PolicyLossSpec", "WorkerSpec"]
-
-ROLES = ("actor", "critic", "reference")
-
-
-@dataclass(frozen=True)
-class OptimizerSpec:
-    """AdamW with linear warm-up, then a constant or cosine schedule (``min_lr_ratio`` at ``total_steps``)."""
-
-    lr: float = 1e-6
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.01
-    eps: float = 1e-8
-    grad_clip: float = 1.0
-    warmup_steps: int = 0
-    total_steps: int = 1
-    schedule: str = "constant"
-    min_lr_ratio: float = 0.0
-
-    def lr_factor(self, step: int) -> float:
-        """The learning-rate multiplier for optimizer step ``step`` (0-based)."""
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        if self.schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
-        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """LoRA adapters (peft) on every linear layer of the decoder; ``rank`` 0 trains every weight."""
-
-    rank: int = 0
-    alpha: float = 16.0
-    dropout: float = 0.0
-    target_modules: str | tuple[str, ...] = "all-linear"
-
-
-@dataclass(frozen=True)
-class PolicyLossSpec:
-    """The actor's loss: PPO clip (``trainer.algos.ppo_policy_loss``), entropy bonus, KL-to-reference term."""
-
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    dual_clip: float | None = 3.0
-    entropy_coef: float = 0.0
-    kl_coef: float = 0.0  # > 0: kl_coef * agg(kl_estimate) joins the loss (needs ref_logprobs)
-    kl_estimator: str = "k3"
-    temperature: float = 1.0
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    """What one rank builds. ``model`` is a directory ``from_pretrained`` reads."""
-
-    role: str
-    model: str
-    optimizer: OptimizerSpec | None = None
-    lora: LoraSpec = field(default_factory=LoraSpec)
-    device: str = "cpu"
-    mixed_precision: bool = False  # bf16 compute, fp32 master weights and gradient reduction
-    gradient_checkpointing: bool = False
-    num_threads: int | None = None
-    seed: int = 0
+__all__ = ["ModelWorker", "shard_rows"]
 
 
 class ModelWorker:
@@ -164,7 +109,7 @@ class ModelWorker:
         if self.spec.role == "reference":
             model.requires_grad_(False)
         elif self.spec.lora.rank > 0:
-            model = _with_lora(model, self.spec.lora)
+            model = with_lora(model, self.spec.lora)
         if self.spec.gradient_checkpointing and self.spec.role != "reference":
             model.gradient_checkpointing_enable()
         model.to(self.device)
@@ -172,12 +117,12 @@ class ModelWorker:
         options = {"mesh": self.mesh}
         if self.spec.mixed_precision:
             options["mp_policy"] = policy
-        for layer in _decoder_layers(model):
+        for layer in decoder_layers(model):
             fully_shard(layer, **options)
         fully_shard(model, **options)
         model.train(self.spec.role != "reference")
         if self.spec.role != "reference":
-            _disable_dropout(model)
+            disable_dropout(model)
         return model
 
     # ------------------------------------------------------------------------------------------ forward
@@ -312,7 +257,7 @@ class ModelWorker:
         if self.optimizer is not None:
             state["optim"] = optim_state
         dcp.save(state, checkpoint_id=os.path.join(directory, "dcp"))
-        extra = {"optimizer_steps": self.optimizer_steps, "rng": _rng_state()}
+        extra = {"optimizer_steps": self.optimizer_steps, "rng": rng_state()}
         if self.optimizer is not None:
             extra["scheduler"] = self.scheduler.state_dict()
         torch.save(extra, os.path.join(directory, f"rank{self.rank}.pt"))
@@ -333,7 +278,7 @@ class ModelWorker:
         self.optimizer_steps = extra["optimizer_steps"]
         if self.optimizer is not None:
             self.scheduler.load_state_dict(extra["scheduler"])
-        _set_rng_state(extra["rng"])
+        set_rng_state(extra["rng"])
 
     def save_pretrained(self, directory: str, source: str) -> None:
         """Write the policy in Hugging Face format (``from_pretrained`` loads it) with ``source``'s tokenizer."""
@@ -357,50 +302,6 @@ class ModelWorker:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _decoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The repeated blocks to shard one by one: the classes Hugging Face lists in ``_no_split_modules``."""
-    names: set[str] = set()
-    for module in model.modules():
-        names.update(getattr(module, "_no_split_modules", None) or [])
-    return [m for m in model.modules() if type(m).__name__ in names]
-
-
-def _disable_dropout(model: nn.Module) -> None:
-    """PPO's ratio needs the same function at rollout and update: dropout off."""
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
-
-
-def _with_lora(model: nn.Module, spec: LoraSpec) -> nn.Module:
-    try:
-        from peft import LoraConfig, get_peft_model
-    except ImportError as exc:
-        raise ImportError('LoRA needs peft: pip install "turngym[lora]"') from exc
-    targets = spec.target_modules if isinstance(spec.target_modules, str) else list(spec.target_modules)
-    config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout, target_modules=targets)
-    return get_peft_model(model, config)
-
-
-def merge_lora_state_dict(state: dict[str, Tensor], spec: LoraSpec) -> dict[str, Tensor]:
-    """A peft model's full state dict as the base model's: ``W + (B @ A) * alpha / rank`` per adapted layer."""
-    prefix = "base_model.model."
-    merged: dict[str, Tensor] = {}
-    scale = spec.alpha / spec.rank
-    for name, tensor in state.items():
-        if ".lora_" in name:
-            continue
-        base = name[len(prefix) :] if name.startswith(prefix) else name
-        if ".base_layer." in base:
-            layer = name.replace(".base_layer.weight", "").replace(".base_layer.bias", "")
-            if name.endswith(".base_layer.weight"):
-                lora_a, lora_b = state[f"{layer}.lora_A.default.weight"], state[f"{layer}.lora_B.default.weight"]
-                tensor = tensor + (lora_b.float() @ lora_a.float()).to(tensor.dtype) * scale
-            base = base.replace(".base_layer.", ".")
-        merged[base] = tensor
-    return merged
-
-
 def _response_region(mb: TrainBatch) -> Tensor:
     """``[b, L]`` 1 from each row's first response token to its last real token: outputs elsewhere are set to 0,
     so a row's answer does not depend on the other rows of its micro-batch."""
@@ -433,21 +334,6 @@ def _accumulate(sums: dict[str, float], stats: dict[str, Tensor], mask: Tensor, 
         sums[f"{name}@sum"] = sums.get(f"{name}@sum", 0.0) + float(value) * tokens
     for name, value in losses.items():
         sums[name] = sums.get(name, 0.0) + float(value.detach())
-
-
-def _rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def shard_rows(batch: TrainBatch, world_size: int) -> list[TrainBatch]:

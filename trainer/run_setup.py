@@ -23,7 +23,7 @@ from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
 from trainer.config import TrainConfig
 from trainer.learner import Learner, LearnerSpec
-from trainer.learner_worker import LoraSpec, OptimizerSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.rollout import RolloutConfig, RolloutManager, RolloutResult, group_requests
 
 __all__ = ["Components", "build_components", "episode_metrics", "rollout_task", "save_checkpoint", "trainable"]

@@ -40,7 +40,7 @@ from trainer.algos import (
 from trainer.batch import TrainBatch, reward_positions
 from trainer.config import AlgoConfig, TrainConfig
 from trainer.learner import Learner
-from trainer.learner_worker import PolicyLossSpec
+from trainer.learner_specs import PolicyLossSpec
 
 __all__ = ["ESTIMATORS", "AdvantageInputs", "estimate_advantages", "policy_loss_spec", "score_batch", "update"]
 

@@ -26,7 +26,7 @@ from agents.models import tiny_model_path
 from trainer.algos import LOSS_AGG_MODES, Aggregation
 from trainer.batch import TrainBatch
 from trainer.learner import WorkerGroup
-from trainer.learner_worker import OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import OptimizerSpec, PolicyLossSpec, WorkerSpec
 from trainer.rollout import import_ray, init_ray
 
 pytestmark = pytest.mark.ray

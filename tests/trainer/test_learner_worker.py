@@ -19,7 +19,8 @@ import torch
 from agents.models import tiny_model_path
 from trainer.algos import Aggregation
 from trainer.batch import TrainBatch
-from trainer.learner_worker import LoraSpec, ModelWorker, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_worker import ModelWorker
 
 INIT = "tcp://127.0.0.1:29877"
 

@@ -44,7 +44,7 @@ def test_usage_lists_every_algo_model_and_engine_file():
     folder = REPO_ROOT / "configs"
     algos = ["ppo", "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"]
     assert choices("algo") == " | ".join(algos).split()
-    assert sorted(algos) == sorted(p.stem for p in (folder / "algo").glob("*.yaml"))
+    assert sorted(algos) == sorted(p.stem for p in (folder / "training" / "algo").glob("*.yaml"))
     assert choices("engine") == ["hf"]  # "hf (embedded transformers engine) | sglang (...)"
     assert "| sglang (engine.urls=" in USAGE
     assert choices("model") == ["smollm2"]  # "smollm2 (embedded ...) | tiny | a Hugging Face model directory"

@@ -20,9 +20,9 @@ from trainer.checkpoint import checkpoint_dir, mark_complete
 from trainer.config import ADVANTAGE_ESTIMATORS, TrainConfig, compose_train_config, to_train_config
 
 CONFIG_ROOT = Path(configs.__file__).parent
-ALGOS = sorted(p.stem for p in (CONFIG_ROOT / "algo").glob("*.yaml"))
-MODELS = sorted(p.stem for p in (CONFIG_ROOT / "model").glob("*.yaml"))
-ENGINES = sorted(p.stem for p in (CONFIG_ROOT / "engine").glob("*.yaml"))
+ALGOS = sorted(p.stem for p in (CONFIG_ROOT / "training" / "algo").glob("*.yaml"))
+MODELS = sorted(p.stem for p in (CONFIG_ROOT / "training" / "model").glob("*.yaml"))
+ENGINES = sorted(p.stem for p in (CONFIG_ROOT / "training" / "engine").glob("*.yaml"))
 SGLANG_URL = "engine.urls=[http://127.0.0.1:30000]"
 
 
@@ -88,9 +88,9 @@ def test_train_yaml_values_override_the_schema_defaults():
     config = train_config()
     assert config.algo.name == "ppo" and config.model.name == "smollm2" and config.engine.kind == "hf"
     assert config.env["id"] == "sokoban" and config.env["dim"] == 6
-    # The schema says micro_batch_size 4, max_new_tokens 64 and max_turns None; train.yaml says 2, 48 and 3.
+    # The schema says micro_batch_size 4, max_new_tokens 64 and max_turns None; train.yaml says 2, 32 and 3.
     assert config.trainer.micro_batch_size == 2
-    assert (config.rollout.max_new_tokens, config.rollout.max_total_tokens, config.rollout.max_turns) == (48, 1024, 3)
+    assert (config.rollout.max_new_tokens, config.rollout.max_total_tokens, config.rollout.max_turns) == (32, 1024, 3)
     assert config.optim.betas == [0.9, 0.999] and config.optim.schedule == "constant"
     assert config.learner_ranks == 1  # n_gpus 0: cpu_ranks
 
@@ -169,7 +169,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["rollout.top_p=0"], ["rollout.top_p must be in (0, 1]", "got 0.0"]),
         (["rollout.top_p=1.5"], ["rollout.top_p must be in (0, 1]", "got 1.5"]),
         # train.yaml's max_new_tokens is 48: a budget of exactly one turn leaves no room for the prompt.
-        (["rollout.max_total_tokens=48"], ["rollout.max_total_tokens", "must exceed rollout.max_new_tokens"]),
+        (["rollout.max_total_tokens=32"], ["rollout.max_total_tokens", "must exceed rollout.max_new_tokens"]),
         (["rollout.max_new_tokens=0"], ["rollout.max_new_tokens must be >= 1, got 0"]),
         (["rollout.max_turns=0"], ["rollout.max_turns must be >= 1 or null"]),
         (["rollout.num_env_actors=0"], ["rollout.num_env_actors must be >= 1, got 0"]),

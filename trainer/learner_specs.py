@@ -1,0 +1,142 @@
+"""What a learner rank is built from: the typed specs, and the model surgery a rank applies.
+
+The specs are plain frozen dataclasses (they cross the process boundary to the Ray actors); the
+helpers prepare a Hugging Face model for FSDP2 (which blocks to shard, dropout off), add LoRA
+adapters, merge them back for the engine, and save and restore a rank's RNG state.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+__all__ = ["ROLES", "LoraSpec", "OptimizerSpec", "PolicyLossSpec", "WorkerSpec", "merge_lora_state_dict"]
+
+ROLES = ("actor", "critic", "reference")
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """AdamW with linear warm-up, then a constant or cosine schedule (``min_lr_ratio`` at ``total_steps``)."""
+
+    lr: float = 1e-6
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.01
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    total_steps: int = 1
+    schedule: str = "constant"
+    min_lr_ratio: float = 0.0
+
+    def lr_factor(self, step: int) -> float:
+        """The learning-rate multiplier for optimizer step ``step`` (0-based)."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA adapters (peft) on every linear layer of the decoder; ``rank`` 0 trains every weight."""
+
+    rank: int = 0
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: str | tuple[str, ...] = "all-linear"
+
+
+@dataclass(frozen=True)
+class PolicyLossSpec:
+    """The actor's loss: PPO clip (``trainer.algos.ppo_policy_loss``), entropy bonus, KL-to-reference term."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float | None = 3.0
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0  # > 0: kl_coef * agg(kl_estimate) joins the loss (needs ref_logprobs)
+    kl_estimator: str = "k3"
+    temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one rank builds. ``model`` is a directory ``from_pretrained`` reads."""
+
+    role: str
+    model: str
+    optimizer: OptimizerSpec | None = None
+    lora: LoraSpec = field(default_factory=LoraSpec)
+    device: str = "cpu"
+    mixed_precision: bool = False  # bf16 compute, fp32 master weights and gradient reduction
+    gradient_checkpointing: bool = False
+    num_threads: int | None = None
+    seed: int = 0
+
+
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks to shard one by one: the classes Hugging Face lists in ``_no_split_modules``."""
+    names: set[str] = set()
+    for module in model.modules():
+        names.update(getattr(module, "_no_split_modules", None) or [])
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def disable_dropout(model: nn.Module) -> None:
+    """PPO's ratio needs the same function at rollout and update: dropout off."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+
+
+def with_lora(model: nn.Module, spec: LoraSpec) -> nn.Module:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:
+        raise ImportError('LoRA needs peft: pip install "turngym[lora]"') from exc
+    targets = spec.target_modules if isinstance(spec.target_modules, str) else list(spec.target_modules)
+    config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout, target_modules=targets)
+    return get_peft_model(model, config)
+
+
+def merge_lora_state_dict(state: dict[str, Tensor], spec: LoraSpec) -> dict[str, Tensor]:
+    """A peft model's full state dict as the base model's: ``W + (B @ A) * alpha / rank`` per adapted layer."""
+    prefix = "base_model.model."
+    merged: dict[str, Tensor] = {}
+    scale = spec.alpha / spec.rank
+    for name, tensor in state.items():
+        if ".lora_" in name:
+            continue
+        base = name[len(prefix) :] if name.startswith(prefix) else name
+        if ".base_layer." in base:
+            layer = name.replace(".base_layer.weight", "").replace(".base_layer.bias", "")
+            if name.endswith(".base_layer.weight"):
+                lora_a, lora_b = state[f"{layer}.lora_A.default.weight"], state[f"{layer}.lora_B.default.weight"]
+                tensor = tensor + (lora_b.float() @ lora_a.float()).to(tensor.dtype) * scale
+            base = base.replace(".base_layer.", ".")
+        merged[base] = tensor
+    return merged
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
