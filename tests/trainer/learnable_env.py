@@ -54,3 +54,19 @@ class DigitsEnv(TextEnv):
 def register() -> None:
     with contextlib.suppress(ValueError):  # already registered in this process
         envs.register(ENV_ID, DigitsEnv)
+
+
+class CrashingEnv(DigitsEnv):
+    """Every step raises: every episode ends in ``error`` and every group is dropped."""
+
+    def _step(self, action: str) -> StepOutcome:
+        raise RuntimeError("this environment always crashes")
+
+
+CRASHING_ID = "crashing-test"
+
+
+def register_crashing() -> None:
+    register()
+    with contextlib.suppress(ValueError):
+        envs.register(CRASHING_ID, CrashingEnv)

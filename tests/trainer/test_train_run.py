@@ -115,7 +115,7 @@ def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
         "algo.group_size=8",
         "algo.kl_coef=0",
         "model.lr=3e-2",
-        "trainer.total_steps=8",
+        "trainer.total_steps=10",
         "trainer.groups_per_step=4",
         "trainer.checkpoint_every=0",
         "trainer.sample_every=0",
@@ -124,8 +124,9 @@ def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
     records = read_metrics(train(config, setup=learnable_env.register))
     first = sum(r["reward/mean"] for r in records[:2]) / 2
     last = sum(r["reward/mean"] for r in records[-2:]) / 2
-    # A random tiny model writes ~14% digits (0.14 per turn, 2 turns); measured: ~0.14 -> ~1.9 of 2.0 in 8 steps.
-    assert last > first + 0.5 and last > 1.0, [round(r["reward/mean"], 3) for r in records]
+    # A random tiny model writes ~14% digits (0.14 per turn, 2 turns). Measured at temperature 0.7 (the default):
+    # 0.136 0.158 0.183 0.231 0.255 0.316 0.512 0.764 1.102 1.727 (of 2.0): first two 0.15, last two 1.41.
+    assert last > first + 0.8, [round(r["reward/mean"], 3) for r in records]
     assert records[-1]["actor/entropy"] < records[0]["actor/entropy"]
 
 
@@ -170,3 +171,16 @@ def test_short_cuda_run_with_nccl_and_bf16(tmp_path):
     assert [r["policy_version"] for r in records] == [1, 2]
     # bf16 engine against bf16-compute learner: agreement to bf16 precision, not float noise.
     assert all(r["rollout/logprob_mismatch"] < 0.1 for r in records)
+
+
+def test_a_step_whose_groups_all_fail_is_logged_and_skipped(tmp_path):
+    """Fault injection: the environment raises on every step. The run does not die; nothing is trained."""
+    learnable_env.register_crashing()
+    config = config_for(
+        tmp_path, "algo=ppo", "trainer.total_steps=2", "trainer.groups_per_step=2", "logging.plot=false"
+    )
+    config.env["id"] = learnable_env.CRASHING_ID
+    records = read_metrics(train(config, setup=learnable_env.register_crashing))
+    assert [r["step"] for r in records] == [1, 2]
+    assert all(r["rollout/groups_dropped"] == 2 and r["rollout/env_errors"] >= 2 for r in records)
+    assert all(r["policy_version"] == 0 and "actor/policy_loss" not in r for r in records)
