@@ -109,6 +109,7 @@ class EngineConfig:
     dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16 | float16
     max_batch_size: int = 16  # hf: sequences decoded together
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
+    max_restarts: int = 3  # hf: times Ray restarts a dead engine actor (the loop then syncs the weights again)
     num_gpus: float = 0.0  # hf on CUDA: the engine actor's GPU share (0: 0.25); the learner ranks share the rest
     urls: list[str] = field(default_factory=list)  # sglang: running servers, http://host:port
     launch: bool = False  # sglang: start servers on this machine instead (needs sglang and CUDA)
@@ -367,6 +368,7 @@ def _check_engine_and_devices(config: TrainConfig) -> None:
         )
         _require(not engine.launch or cuda > 0, "engine.launch=true starts SGLang servers, which need CUDA")
     _require(engine.max_batch_size >= 1, f"engine.max_batch_size must be >= 1, got {engine.max_batch_size}")
+    _require(engine.max_restarts >= 0, f"engine.max_restarts must be >= 0, got {engine.max_restarts}")
 
 
 def _check_model(model: ModelConfig) -> None:

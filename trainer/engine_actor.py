@@ -152,11 +152,15 @@ def launch_engine_actor(
     max_concurrency: int = 1024,
     name: str = "engine-actor",
     ready_timeout_s: float = 600.0,
+    max_restarts: int = 0,
 ) -> EngineClient:
     """Start an :class:`EngineHost` actor that builds its engine with ``make_engine``; wait until it is up.
 
     ``num_cpus`` also sets the actor's thread count for torch (Ray exports ``OMP_NUM_THREADS`` from
-    it). ``max_concurrency`` bounds the requests the actor serves at once. Starts Ray locally
+    it). ``max_concurrency`` bounds the requests the actor serves at once. ``max_restarts``: how many
+    times Ray restarts the actor after it dies (the handle stays valid; calls in flight fail; the
+    restarted engine is built again by ``make_engine``, so it has the factory's weights and policy
+    version 0 until its owner syncs it). Starts Ray locally
     (:func:`trainer.rollout.init_ray`) if it is not running. Raises what the engine's construction
     raised, or ``TimeoutError`` after ``ready_timeout_s``.
     """
@@ -165,7 +169,7 @@ def launch_engine_actor(
     ray = import_ray()
     init_ray()  # a no-op when Ray is running; else the local default, capped
     actor_class = ray.remote(EngineHost).options(
-        num_cpus=num_cpus, num_gpus=num_gpus, max_concurrency=max_concurrency, max_restarts=0
+        num_cpus=num_cpus, num_gpus=num_gpus, max_concurrency=max_concurrency, max_restarts=max_restarts
     )
     handle = actor_class.remote(make_engine)
     try:

@@ -108,7 +108,14 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
     import torch
 
     from trainer.batch import build_batch
-    from trainer.run_setup import episode_metrics, rollout_task, save_checkpoint, timing_metrics, trainable
+    from trainer.run_setup import (
+        episode_metrics,
+        rollout_task,
+        save_checkpoint,
+        sync_engine,
+        timing_metrics,
+        trainable,
+    )
     from trainer.train_step import estimate_advantages, score_batch, update
 
     step, version = c.start_step, c.policy_version
@@ -132,7 +139,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
             if overlapping:  # weights change only between rollouts: every trajectory has one version
                 pending = await _settled(pending)
             version += 1
-            await c.learner.sync_weights(c.engine, version, export_dir=c.run_dir / "engine_weights")
+            await sync_engine(c, version)
             metrics["train/tokens"] = float(batch.attention_mask.sum())
         metrics["policy_version"] = float(version)
         if not overlapping and step < config.trainer.total_steps:

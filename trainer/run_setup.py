@@ -186,7 +186,12 @@ async def _start_engine(config: TrainConfig, model_path: str) -> tuple[Any, Call
             config.engine.dtype if config.engine.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
         )
         factory = HfEngineFactory(model_path, dtype, device, config.engine.max_batch_size, seed=config.trainer.seed)
-        client = launch_engine_actor(factory, num_cpus=config.engine.num_cpus, num_gpus=_engine_gpu_share(config))
+        client = launch_engine_actor(
+            factory,
+            num_cpus=config.engine.num_cpus,
+            num_gpus=_engine_gpu_share(config),
+            max_restarts=config.engine.max_restarts,
+        )
         return client, client.factory()
     from agents.engines.sglang import SGLangConfig, SGLangEngine
 
@@ -287,9 +292,14 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
 
     async def collect() -> tuple[RolloutResult, dict[str, float]]:
         started = time.perf_counter()
-        before = await engine_stats(c.engine)
-        result = await c.rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)
-        after = await engine_stats(c.engine)
+        for attempt in range(2):
+            before = await engine_in_sync(c, policy_version)
+            result = await c.rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)
+            after = await engine_stats(c.engine)
+            if after.policy_version == policy_version or attempt == 1:
+                break
+            # The engine restarted during the rollout: part of it came from the wrong weights. Play it again.
+            log.warning("the engine restarted during step %d's rollout; playing the step again", step)
         prompt = after.prompt_tokens - before.prompt_tokens
         cached = after.cached_prompt_tokens - before.cached_prompt_tokens
         metrics = {
@@ -349,11 +359,47 @@ def timing_metrics(metrics: dict[str, Any], started: float, train_started: float
     return out
 
 
+async def engine_in_sync(c: Components, policy_version: int) -> Any:
+    """The engine's counters, after giving it the learner's weights again if it restarted (version 0 again).
+
+    Ray restarts a dead ``hf`` engine actor (``engine.max_restarts``) with the weights it was built
+    with; the rollout must not sample from them under a later version's name.
+    """
+    stats = await engine_stats(c.engine)
+    if stats.policy_version != policy_version and hasattr(c.engine, "stats_async"):
+        log.warning(
+            "the engine is at policy version %d, not %d (restarted?): syncing it", stats.policy_version, policy_version
+        )
+        await sync_engine(c, policy_version)
+        stats = await engine_stats(c.engine)
+    return stats
+
+
+async def sync_engine(c: Components, policy_version: int) -> None:
+    """Give the engine the actor's weights as ``policy_version`` (waiting out an engine actor's restart)."""
+    await _while_restarting(lambda: c.learner.sync_weights(c.engine, policy_version, c.run_dir / "engine_weights"))
+
+
 async def engine_stats(engine: Any) -> Any:
-    """The engine's counters (an engine actor answers asynchronously)."""
+    """The engine's counters (an engine actor answers asynchronously; a restarting one is waited for)."""
     if hasattr(engine, "stats_async"):
-        return await engine.stats_async()
+        return await _while_restarting(engine.stats_async)
     return engine.stats()
+
+
+async def _while_restarting(call: Callable[[], Any], timeout_s: float = 300.0) -> Any:
+    """``await call()``, again every half second while the actor it reaches is being restarted by Ray."""
+    from trainer.rollout import import_ray
+
+    unavailable = import_ray().exceptions.ActorUnavailableError
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await call()
+        except unavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
 
 
 async def save_checkpoint(config: TrainConfig, c: Components, step: int, policy_version: int) -> Path:

@@ -184,3 +184,35 @@ def test_a_step_whose_groups_all_fail_is_logged_and_skipped(tmp_path):
     assert [r["step"] for r in records] == [1, 2]
     assert all(r["rollout/groups_dropped"] == 2 and r["rollout/env_errors"] >= 2 for r in records)
     assert all(r["policy_version"] == 0 and "actor/policy_loss" not in r for r in records)
+
+
+def test_a_killed_engine_actor_is_restarted_and_synced_again(tmp_path):
+    """Fault injection: SIGKILL the engine actor's process after step 1. Ray restarts it with the initial
+    weights; the loop notices (policy version 0 again), syncs the learner's weights and plays the step."""
+    import os
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    config = config_for(
+        tmp_path, "algo=ppo", "trainer.total_steps=3", "trainer.groups_per_step=4", "logging.plot=false"
+    )
+    done: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: done.setdefault("run_dir", train(config, setup=learnable_env.register)))
+    thread.start()
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 1):
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.05)
+    pids = subprocess.run(["pgrep", "-f", "ray::EngineHost"], capture_output=True, text=True).stdout.split()
+    assert len(pids) == 1
+    os.kill(int(pids[0]), signal.SIGKILL)
+    thread.join(timeout=300)
+    assert "run_dir" in done, "the run did not finish"
+    records = read_metrics(done["run_dir"])
+    assert [r["policy_version"] for r in records] == [1, 2, 3]
+    # Steps 2 and 3 sampled from the learner's weights, not from the restarted engine's initial ones.
+    assert all(r["rollout/logprob_mismatch"] < 1e-4 for r in records)
+    assert all(r["episode/count"] == 4 for r in records)
