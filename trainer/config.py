@@ -82,6 +82,7 @@ class AlgoConfig:
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     kl_in_reward: bool = False  # true: r_t -= kl_coef * k_t; false: kl_coef * agg(k) joins the loss
+    reference: bool = True  # run the reference policy (needed when kl_coef > 0; else it only logs the KL to it)
     ppo_epochs: int = 1
     mini_batches: int = 1  # optimizer steps per epoch: the step's episodes split into this many
     tis: TISConfig = field(default_factory=TISConfig)
@@ -285,6 +286,10 @@ def _check_algo(config: TrainConfig) -> None:
     _require(algo.dual_clip is None or algo.dual_clip > 1, f"algo.dual_clip must be > 1 or null, got {algo.dual_clip}")
     _require(algo.value_clip > 0, f"algo.value_clip must be > 0, got {algo.value_clip}")
     _require(algo.entropy_coef >= 0 and algo.kl_coef >= 0, "algo.entropy_coef and algo.kl_coef must be >= 0")
+    _require(
+        algo.reference or algo.kl_coef == 0,
+        f"algo.kl_coef={algo.kl_coef} measures the KL to the reference policy: set algo.reference=true (or kl_coef=0)",
+    )
     _require(algo.ppo_epochs >= 1, f"algo.ppo_epochs must be >= 1, got {algo.ppo_epochs}")
     _require(algo.mini_batches >= 1, f"algo.mini_batches must be >= 1, got {algo.mini_batches}")
     _require(

@@ -153,7 +153,7 @@ def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:
 
 def _logical_cpus(config: TrainConfig) -> int:
     """Ray's CPU count: enough logical CPUs for every actor of the run (they take turns on the real cores)."""
-    roles = 1 + int(config.algo.critic) + int(config.algo.kl_coef > 0)
+    roles = 1 + int(config.algo.critic) + int(config.algo.reference)
     wanted = config.engine.num_cpus + roles * config.learner_ranks * config.trainer.learner_cpus
     wanted += config.rollout.num_env_actors * 0.25 + 2
     return max(os.cpu_count() or 1, int(wanted + 0.999))
@@ -258,7 +258,7 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
         critic = WorkerSpec(
             "critic", model_path, optimizer(config.model.critic_lr), gradient_checkpointing=checkpointing, **common
         )
-    reference = WorkerSpec("reference", model_path, **common) if config.algo.kl_coef > 0 else None
+    reference = WorkerSpec("reference", model_path, **common) if config.algo.reference else None
     roles = 1 + (critic is not None) + (reference is not None)
     gpu_share = _learner_gpu_share(config, roles)
     return LearnerSpec(actor, critic, reference, ranks, config.trainer.learner_cpus, gpu_share)

@@ -37,6 +37,7 @@ REQUIRED_METRICS = (
     "critic/value_loss",
     "actor/entropy",
     "actor/clipfrac",
+    "actor/kl_ref",
     "actor/grad_norm",
     "actor/lr",
     "rollout/logprob_mismatch",
