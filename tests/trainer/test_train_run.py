@@ -6,6 +6,9 @@
   with the learner: the logprob mismatch stays at float noise although the weights move each step.
 * The reward of a trivially learnable environment rises under GRPO.
 * One-step off-policy mode runs, and trains on trajectories one version old.
+* Faults: a step whose groups all fail is logged and trains nothing; an engine actor killed with
+  SIGKILL is restarted by Ray and given the learner's weights again before it samples.
+* A bad configuration fails before any work; a short CUDA run (marker ``gpu``) where CUDA exists.
 """
 
 from __future__ import annotations
