@@ -33,6 +33,7 @@ from trainer.algos import (
     aggregate,
     entropy_from_logits,
     kl_estimate,
+    masked_mean,
     ppo_policy_loss,
     token_logprobs,
     value_loss,
@@ -195,12 +196,12 @@ class ModelWorker:
             total = policy_loss
             if loss.entropy_coef > 0:
                 total = total - loss.entropy_coef * aggregate(entropy, mask, agg)
-            stats = {**stats, "entropy": _masked_mean(entropy, mask)}
+            stats = {**stats, "entropy": masked_mean(entropy.detach(), mask)}
             if mb.ref_logprobs is not None:
                 kl = kl_estimate(logprobs, mb.ref_logprobs.to(self.device), loss.kl_estimator)
                 if loss.kl_coef > 0:
                     total = total + loss.kl_coef * aggregate(kl, mask, agg)
-                stats["kl_ref"] = _masked_mean(kl, mask)
+                stats["kl_ref"] = masked_mean(kl.detach(), mask)
             (total * self.world_size).backward()
             _accumulate(sums, stats, mask, {"policy_loss": policy_loss, "loss": total})
         return {**sums, **self._step()}
@@ -320,10 +321,6 @@ def _left_pad(values: Tensor, length: int) -> Tensor:
 def _stack_padded(chunks: list[Tensor], length: int) -> Tensor:
     rows = [torch.nn.functional.pad(c, (0, length - c.shape[1])) for c in chunks]
     return torch.cat(rows) if rows else torch.zeros(0, length)
-
-
-def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
-    return (values.detach() * mask).sum() / mask.sum().clamp(min=1)
 
 
 def _accumulate(sums: dict[str, float], stats: dict[str, Tensor], mask: Tensor, losses: dict[str, Tensor]) -> None:

@@ -319,30 +319,34 @@ def trainable(result: RolloutResult) -> list[Trajectory]:
 
 
 def episode_metrics(result: RolloutResult) -> dict[str, float]:
-    """reward/*, episode/* over the step's complete episodes (empty when every group was dropped)."""
+    """reward/*, episode/* over the step's complete episodes (empty when every group was dropped).
+
+    The same definitions as ``python -m agents.eval``'s table (:func:`agents.eval.summarize`).
+    """
     import statistics
+
+    from agents.eval import summarize
 
     episodes = result.trajectories
     if not episodes:
         return {}
     returns = [t.episode_return for t in episodes]
-    turns = sum(t.num_turns for t in episodes)
-    terminations = {
-        kind: sum(t.termination == kind for t in episodes) / len(episodes)
-        for kind in ("terminated", "truncated", "max_tokens")
-    }
+    summary = summarize(episodes)
+    n = summary.episodes
+    ended = {"truncated": summary.truncated, "max_tokens": summary.max_tokens}
+    ended["terminated"] = n - summary.truncated - summary.max_tokens - summary.errors
     return {
-        "reward/mean": statistics.fmean(returns),
+        "reward/mean": summary.mean_return,
         "reward/std": statistics.pstdev(returns),
         "reward/max": max(returns),
         "reward/min": min(returns),
-        "reward/success_rate": statistics.fmean(float(t.success) for t in episodes),
-        "episode/turns": turns / len(episodes),
-        "episode/response_tokens": statistics.fmean(t.num_sampled_tokens for t in episodes),
-        "episode/total_tokens": statistics.fmean(t.num_tokens for t in episodes),
-        "episode/invalid_action_rate": sum(t.num_invalid_actions for t in episodes) / max(1, turns),
-        "episode/count": float(len(episodes)),
-        **{f"episode/{kind}_fraction": share for kind, share in terminations.items()},
+        "reward/success_rate": summary.success_rate,
+        "episode/turns": summary.mean_turns,
+        "episode/response_tokens": summary.mean_sampled_tokens,
+        "episode/total_tokens": summary.mean_total_tokens,
+        "episode/invalid_action_rate": summary.invalid_action_rate,
+        "episode/count": float(n),
+        **{f"episode/{kind}_fraction": ended[kind] / n for kind in ("terminated", "truncated", "max_tokens")},
     }
 
 

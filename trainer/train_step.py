@@ -31,6 +31,7 @@ from trainer.algos import (
     group_statistics,
     kl_estimate,
     logprob_mismatch,
+    masked_mean,
     place_turn_rewards,
     reinforce_pp_advantages,
     reinforce_pp_baseline_advantages,
@@ -68,7 +69,7 @@ async def score_batch(batch: TrainBatch, learner: Learner, config: TrainConfig) 
         metrics.update({f"rollout/{k}": float(v) for k, v in stats.items()})
     if batch.ref_logprobs is not None:
         kl = kl_estimate(batch.old_logprobs, batch.ref_logprobs, config.algo.kl_estimator)
-        metrics["rollout/kl_ref"] = float((kl * mask).sum() / mask.sum().clamp(min=1))
+        metrics["rollout/kl_ref"] = float(masked_mean(kl, mask))
     return metrics
 
 
@@ -137,13 +138,12 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     group_index = torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long)
     inputs = AdvantageInputs(token_rewards, mask, scores, group_index, batch.values)
     batch.advantages, batch.returns = ESTIMATORS[algo.advantage](inputs, algo)
-    sampled = mask.sum().clamp(min=1)
-    metrics["advantage/mean"] = float((batch.advantages * mask).sum() / sampled)
-    metrics["advantage/abs_mean"] = float((batch.advantages.abs() * mask).sum() / sampled)
+    metrics["advantage/mean"] = float(masked_mean(batch.advantages, mask))
+    metrics["advantage/abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     metrics.update({f"groups/{k}": float(v) for k, v in group_statistics(scores, group_index).items()})
     if batch.returns is not None:
-        metrics["critic/return_mean"] = float((batch.returns * mask).sum() / sampled)
-        metrics["critic/value_mean"] = float((batch.values * mask).sum() / sampled)
+        metrics["critic/return_mean"] = float(masked_mean(batch.returns, mask))
+        metrics["critic/value_mean"] = float(masked_mean(batch.values, mask))
     return metrics
 
 
