@@ -188,6 +188,15 @@ class ChatRenderer:
             ids.pop()
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
+    def assistant_ids(self, text: str) -> list[int]:
+        """The ids a model would sample to answer ``text`` and end its turn: the content as the template
+        renders it (plain text, special-token strings split) followed by the end-of-turn stop token.
+
+        Used for teacher-forced turns (supervised warm-up from an environment's oracle): appended
+        where sampled ids go, they give the same sequence as a model that wrote ``text`` itself.
+        """
+        return [*self._encode_content(text), self.stop_token_ids[0]]
+
     # ----------------------------------------------------------------------------------------------
     # Encoding rendered text
     # ----------------------------------------------------------------------------------------------

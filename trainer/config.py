@@ -29,6 +29,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from agents.config import UsageError, _typed_config, check_choice, compose_config
+from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -87,6 +88,11 @@ class AlgoConfig:
     mini_batches: int = 1  # optimizer steps per epoch: the step's episodes split into this many
     tis: TISConfig = field(default_factory=TISConfig)
     off_policy: bool = False  # one-step off-policy: rollout k+1 overlaps training k
+    # On-policy steps may use the engine's logprobs as the old logprobs, checked on a few recomputed rows.
+    reuse_rollout_logprobs: bool = True
+    reuse_check_rows: int = 2
+    reuse_max_mismatch: float = 1e-3  # the largest |engine - learner| logprob on a checked sampled token
+    filter_groups: float = 1.0  # keep this fraction of groups, those with the largest reward std (RAGEN); 1: all
 
 
 @dataclass
@@ -186,6 +192,8 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerOptions = field(default_factory=TrainerOptions)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    sft: SftOptions = field(default_factory=SftOptions)
+    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
 
     @property
     def episodes_per_step(self) -> int:
@@ -247,7 +255,18 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
     _check_rollout(config)
     _check_engine_and_devices(config)
     _check_model(config.model)
+    check_phases(config)
+    _align_env_turns(config)
     return config
+
+
+def _align_env_turns(config: TrainConfig) -> None:
+    """Give the environment the run's turn limit, so that what it tells the model (moves left, say) and what it
+    generates (levels solvable within the limits) match the episodes the run actually plays."""
+    turns = config.rollout.max_turns
+    if turns is not None and "max_turns" in config.env:
+        current = config.env["max_turns"]
+        config.env["max_turns"] = turns if current is None else min(int(current), turns)
 
 
 def _require(condition: bool, message: str) -> None:
@@ -299,6 +318,12 @@ def _check_algo(config: TrainConfig) -> None:
     )
     _require(algo.norm_length is None or algo.norm_length >= 1, "algo.norm_length must be >= 1 or null")
     _require(algo.tis.cap > 1, f"algo.tis.cap must be > 1, got {algo.tis.cap}")
+    _require(0 < algo.filter_groups <= 1, f"algo.filter_groups is a fraction in (0, 1], got {algo.filter_groups}")
+    _require(
+        algo.reuse_check_rows >= 1 and algo.reuse_max_mismatch > 0,
+        "algo.reuse_check_rows must be >= 1 and algo.reuse_max_mismatch > 0 "
+        "(or set algo.reuse_rollout_logprobs=false)",
+    )
     _require(
         not algo.off_policy or algo.tis.level != "none",
         "algo.off_policy=true trains on one-step-old rollouts: correct them with algo.tis.level=token (or sequence)",

@@ -77,8 +77,11 @@ class WorkerGroup:
             rows.append(torch.nn.functional.pad(output[:real], (0, length - output.shape[1])))
         return torch.cat(rows)
 
-    async def compute_logprobs(self, batch: TrainBatch, temperature: float, micro_batch_size: int) -> torch.Tensor:
-        return await self._per_row("compute_logprobs", batch, temperature, micro_batch_size)
+    async def compute_logprobs(
+        self, batch: TrainBatch, temperature: float, micro_batch_size: int, base: bool = False
+    ) -> torch.Tensor:
+        """Logprobs ``[B, L]``; ``base``: of the weights under the LoRA adapters (the adapters switched off)."""
+        return await self._per_row("compute_logprobs", batch, temperature, micro_batch_size, base)
 
     async def compute_values(self, batch: TrainBatch, micro_batch_size: int) -> torch.Tensor:
         return await self._per_row("compute_values", batch, micro_batch_size)
@@ -87,6 +90,9 @@ class WorkerGroup:
         self, batch: TrainBatch, agg: Aggregation, loss: PolicyLossSpec, micro_batch_size: int
     ) -> dict[str, float]:
         return combine_stats(await self._sharded("update_policy", batch, agg, loss, micro_batch_size))
+
+    async def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> dict[str, float]:
+        return combine_stats(await self._sharded("update_sft", batch, agg, micro_batch_size))
 
     async def update_value(
         self, batch: TrainBatch, agg: Aggregation, clip_range: float, micro_batch_size: int

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from trainer.algos import (
     kl_estimate,
     masked_mean,
     ppo_policy_loss,
+    sft_loss,
     token_logprobs,
     value_loss,
 )
@@ -109,6 +111,8 @@ class ModelWorker:
             model = load_model(self.spec.model, dtype="float32")
         if self.spec.role == "reference":
             model.requires_grad_(False)
+        elif self.spec.lora.rank > 0 and self.spec.role == "critic":  # adapters on the decoder; the head trains whole
+            model.backbone = with_lora(model.backbone, self.spec.lora)
         elif self.spec.lora.rank > 0:
             model = with_lora(model, self.spec.lora)
         if self.spec.gradient_checkpointing and self.spec.role != "reference":
@@ -158,12 +162,21 @@ class ModelWorker:
         return _left_pad(values[:, :-1], mb.input_ids.shape[1]) * _response_region(mb).to(self.device)
 
     @torch.no_grad()
-    def compute_logprobs(self, batch: TrainBatch, temperature: float, micro_batch_size: int) -> Tensor:
-        """Logprobs ``[n, L]`` of every token of ``batch`` at ``temperature`` (no gradient)."""
-        outputs = [
-            self._policy_outputs(mb, temperature, "none")[0].cpu()
-            for mb in self._micro_batches(batch, micro_batch_size)
-        ]
+    def compute_logprobs(
+        self, batch: TrainBatch, temperature: float, micro_batch_size: int, base: bool = False
+    ) -> Tensor:
+        """Logprobs ``[n, L]`` of every token of ``batch`` at ``temperature`` (no gradient).
+
+        ``base``: with the LoRA adapters switched off, i.e. the frozen weights the adapters were added
+        to (the reference policy of a LoRA actor, with no second model in memory).
+        """
+        if base and self.spec.lora.rank == 0:
+            raise ValueError("base logprobs need LoRA adapters to switch off (model.lora_rank > 0)")
+        with self.model.disable_adapter() if base else nullcontext():
+            outputs = [
+                self._policy_outputs(mb, temperature, "none")[0].cpu()
+                for mb in self._micro_batches(batch, micro_batch_size)
+            ]
         return _stack_padded(outputs, batch.input_ids.shape[1])
 
     @torch.no_grad()
@@ -204,6 +217,18 @@ class ModelWorker:
                 stats["kl_ref"] = masked_mean(kl.detach(), mask)
             (total * self.world_size).backward()
             _accumulate(sums, stats, mask, {"policy_loss": policy_loss, "loss": total})
+        return {**sums, **self._step()}
+
+    def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> dict[str, float]:
+        """One optimizer step of supervised fine-tuning on this rank's rows: the NLL of the tokens where
+        ``response_mask`` is 1 (:func:`trainer.algos.sft_loss`), at temperature 1."""
+        sums: dict[str, float] = {}
+        for mb in self._micro_batches(batch, micro_batch_size):
+            mask = mb.response_mask.to(self.device)
+            logprobs, _ = self._policy_outputs(mb, 1.0, "none")
+            loss, stats = sft_loss(logprobs, mask, agg)
+            (loss * self.world_size).backward()
+            _accumulate(sums, stats, mask, {"sft_loss": loss})
         return {**sums, **self._step()}
 
     def update_value(

@@ -4,7 +4,8 @@
     python -m trainer.plot runs/a/metrics.jsonl --out a.png --metrics reward/mean,actor/kl_ref
 
 By default the panels are the main curves (:data:`DEFAULT_METRICS`) that the run logged; the mean
-reward gets a band of one standard deviation when ``reward/std`` was logged. Steps where a metric
+reward gets a band of one standard deviation when ``reward/std`` was logged, the held-out success rate
+(``eval/success_rate``, logged at the evaluation steps only) a band of one standard error. Steps where a metric
 was not finite (``null`` in the file) are gaps in its curve. matplotlib draws off-screen (Agg).
 """
 
@@ -24,9 +25,11 @@ __all__ = ["DEFAULT_METRICS", "OUTPUT_FILE", "main", "plot_run"]
 OUTPUT_FILE = "learning_curves.png"
 MATPLOTLIB_INSTALL_HINT = "pip install matplotlib"
 DEFAULT_METRICS: tuple[str, ...] = (
+    "eval/success_rate",
+    "eval/invalid_action_rate",
     "reward/mean",
     "reward/success_rate",
-    "episode/turns",
+    "episode/invalid_action_rate",
     "actor/policy_loss",
     "critic/value_loss",
     "actor/entropy",
@@ -35,7 +38,8 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "rollout/logprob_mismatch",
     "throughput/tokens_per_s",
 )
-_BAND = {"reward/mean": "reward/std"}  # metric -> the metric whose ±1 band is drawn around it
+#: metric -> (the metric whose ±1 band is drawn around it, the band's label)
+_BAND = {"reward/mean": ("reward/std", "±1 std"), "eval/success_rate": ("eval/success_stderr", "±1 s.e.")}
 _COLUMNS = 3
 _PANEL_INCHES = (4.2, 2.8)
 
@@ -79,12 +83,12 @@ def _draw(records: list[dict[str, Any]], names: list[str]) -> Any:
     for ax, name in zip(axes, names, strict=False):
         steps, values = _series(records, name)
         ax.plot(steps, values, color="tab:blue", linewidth=1.2, marker="." if len(steps) < 30 else None)
-        band = _BAND.get(name)
+        band, label = _BAND.get(name, (None, ""))
         if band is not None and any(band in record for record in records):
             _, spread = _series(records, name, band)
             lower = [v - s for v, s in zip(values, spread, strict=True)]
             upper = [v + s for v, s in zip(values, spread, strict=True)]
-            ax.fill_between(steps, lower, upper, color="tab:blue", alpha=0.2, linewidth=0, label="±1 std")
+            ax.fill_between(steps, lower, upper, color="tab:blue", alpha=0.2, linewidth=0, label=label)
             ax.legend(loc="best", fontsize="small")
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel("step")

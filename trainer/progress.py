@@ -32,11 +32,19 @@ __all__ = ["ProgressDisplay", "format_duration", "progress_line"]
 
 #: (metric name, label, format of the value) in the order the line shows them.
 _FIELDS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("eval/success_rate", "held-out", lambda v: f"{100 * v:.1f}%"),
+    ("eval/success_stderr", "±", lambda v: f"{100 * v:.1f}"),
+    ("eval/invalid_action_rate", "held-out invalid", lambda v: f"{100 * v:.1f}%"),
     ("reward/mean", "reward", lambda v: f"{v:.2f}"),
     ("reward/success_rate", "success", lambda v: f"{100 * v:.1f}%"),
+    ("episode/invalid_action_rate", "invalid", lambda v: f"{100 * v:.1f}%"),
+    ("actor/kl_ref", "kl", lambda v: f"{v:.2g}"),
+    ("actor/policy_loss", "loss", lambda v: f"{v:.3f}"),
     ("throughput/tokens_per_s", "tok/s", lambda v: f"{v:.0f}"),
     ("time/step_s", "step", lambda v: f"{v:.1f}s"),
 )
+#: Metrics a step may not log that the display keeps showing from the step that last did (the held-out figures).
+_STICKY = ("eval/success_rate", "eval/success_stderr", "eval/invalid_action_rate")
 
 
 def format_duration(seconds: float) -> str:
@@ -70,7 +78,14 @@ def progress_line(
 
 
 def _stats_parts(metrics: Mapping[str, float], eta_s: float | None, elapsed_s: float | None) -> list[str]:
-    parts = [f"{label} {show(float(metrics[key]))}" for key, label, show in _FIELDS if key in metrics]
+    parts = []
+    for key, label, show in _FIELDS:
+        if key in metrics:
+            value = show(float(metrics[key]))
+            if label == "±" and parts:
+                parts[-1] += f"±{value}"
+            elif label != "±":
+                parts.append(f"{label} {value}")
     if elapsed_s is not None:
         parts.append(f"elapsed {format_duration(elapsed_s)}")
     if eta_s is not None:
@@ -106,6 +121,7 @@ class ProgressDisplay:
         self._started_at = clock()
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self._sticky: dict[str, Any] = {}
         if enabled and self.console.is_terminal:
             self._start_bar()
 
@@ -128,10 +144,26 @@ class ProgressDisplay:
             return None
         return (self._clock() - self._started_at) / steps_run * max(self.total_steps - step, 0)
 
+    def begin(self, start_step: int) -> None:
+        """The RL steps start now, after step ``start_step`` (a resumed run's): the clock of the estimate restarts,
+        so start-up and warm-up time do not count as step time."""
+        if not 0 <= start_step <= self.total_steps:
+            raise ValueError(f"start_step must be between 0 and total_steps ({self.total_steps}), got {start_step}")
+        self.start_step, self._started_at = start_step, self._clock()
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=start_step)
+
+    def say(self, text: str) -> None:
+        """One line about what the run is doing (a phase starting, a warm-up step), above the bar if there is one."""
+        if self.enabled:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     def update(self, step: int, metrics: Mapping[str, Any]) -> None:
-        """Show the state after ``step`` (counted from 1) with that step's metrics."""
+        """Show the state after ``step`` (counted from 1) with that step's metrics (and the last held-out figures)."""
         if not self.enabled:
             return
+        self._sticky.update({k: metrics[k] for k in _STICKY if k in metrics})
+        metrics = {**self._sticky, **metrics}
         eta_s = self.eta_s(step)
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=step, stats="  ".join(_stats_parts(metrics, eta_s, None)))

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,9 @@ def init_ray(
         return
     if object_store_memory == "auto":
         object_store_memory = default_object_store_bytes()
+    # Ray starts its workers at nice 15; here the workers (engine, learner, environments) are the whole job,
+    # and at nice 15 any other process on a small machine starves them.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(num_cpus=num_cpus, object_store_memory=object_store_memory, include_dashboard=False, **quiet)
 
 

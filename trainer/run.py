@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from trainer.config import TrainConfig
     from trainer.run_setup import Components
 
-__all__ = ["USAGE", "main", "train"]
+__all__ = ["PLOT_EVERY", "USAGE", "main", "train"]
+
+PLOT_EVERY = 2  # steps between rewrites of learning_curves.png
 
 USAGE = """\
 usage: python -m trainer.run env=<id> [algo=ppo] [model=smollm2] [engine=hf] [key=value ...]
@@ -108,6 +110,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
     import torch
 
     from trainer.batch import build_batch
+    from trainer.evaluation import evaluate_held_out, evaluation_due
     from trainer.run_setup import (
         episode_metrics,
         rollout_task,
@@ -119,20 +122,27 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
     from trainer.train_step import estimate_advantages, score_batch, update
 
     step, version = c.start_step, c.policy_version
+    if step == 0 and evaluation_due(config, 0):  # the policy RL starts from (the warm-up's, if any)
+        c.progress.say(f"held-out evaluation before the first update ({config.evaluation.episodes} episodes)")
+        metrics0, _ = await evaluate_held_out(config, c.rollout, version)
+        c.writer.write(0, {**c.warmup_metrics, **metrics0, "policy_version": float(version)})
+        c.progress.say(_evaluation_line(metrics0))
+    c.progress.say("first rollout")
     pending = rollout_task(config, c, step + 1, version)
     while step < config.trainer.total_steps:
         step += 1
         started = time.perf_counter()
         result, rollout_metrics = await pending
-        trajectories = trainable(result)
+        trajectories, filter_metrics = trainable(result, config.algo.filter_groups)
         overlapping = config.algo.off_policy and step < config.trainer.total_steps
         if overlapping:  # the next rollout plays on the current weights while this step trains
             pending = rollout_task(config, c, step + 1, version)
-        metrics: dict[str, Any] = {**result.metrics, **episode_metrics(result), **rollout_metrics}
+        metrics: dict[str, Any] = {**result.metrics, **episode_metrics(result), **rollout_metrics, **filter_metrics}
         train_started = time.perf_counter()
         if trajectories:
             batch = build_batch(trajectories, c.pad_id)
-            metrics.update(await score_batch(batch, c.learner, config))
+            on_policy = all(t.policy_version == version for t in trajectories)
+            metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
             metrics.update(estimate_advantages(batch, trajectories, config.algo))
             generator = torch.Generator().manual_seed(config.trainer.seed * 1_000_003 + step)
             metrics.update(await update(batch, c.learner, config, generator))
@@ -142,19 +152,31 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
             await sync_engine(c, version)
             metrics["train/tokens"] = float(batch.attention_mask.sum())
         metrics["policy_version"] = float(version)
+        if evaluation_due(config, step):  # the updated policy, before the next rollout shares the engine
+            evaluation, _ = await evaluate_held_out(config, c.rollout, version)
+            metrics.update(evaluation)
         if not overlapping and step < config.trainer.total_steps:
             pending = rollout_task(config, c, step + 1, version)
         metrics.update(timing_metrics(metrics, started, train_started))
         c.writer.write(step, metrics)
         c.progress.update(step, metrics)
-        if config.trainer.sample_every and step % config.trainer.sample_every == 0:
+        if config.trainer.sample_every and (step == 1 or step % config.trainer.sample_every == 0):
             c.write_samples(step, [t for group in result.groups for t in group])
         if (config.trainer.checkpoint_every and step % config.trainer.checkpoint_every == 0) or (
             step == config.trainer.total_steps
         ):
             await save_checkpoint(config, c, step, version)
-    if config.logging.plot:
-        c.plot()
+        if config.logging.plot and (step % PLOT_EVERY == 0 or step == config.trainer.total_steps):
+            c.plot()  # rewritten as the run goes, so a stopped run still has its curves
+
+
+def _evaluation_line(metrics: dict[str, float]) -> str:
+    return (
+        f"held-out: success {100 * metrics.get('eval/success_rate', 0.0):.1f}% "
+        f"± {100 * metrics.get('eval/success_stderr', 0.0):.1f}, invalid actions "
+        f"{100 * metrics.get('eval/invalid_action_rate', 0.0):.1f}%, return {metrics.get('eval/return', 0.0):.2f} "
+        f"({metrics.get('eval/episodes', 0):.0f} episodes, {metrics.get('time/eval_s', 0.0):.0f} s)"
+    )
 
 
 async def _settled(task: asyncio.Task) -> asyncio.Task:

@@ -46,6 +46,7 @@ class Components:
     policy_version: int = 0
     config: TrainConfig | None = None
     closers: list[Callable[[], Any]] = field(default_factory=list)
+    warmup_metrics: dict[str, float] = field(default_factory=dict)  # sft/* of the warm-up this process ran
 
     def write_samples(self, step: int, trajectories: list[Trajectory]) -> None:
         from trainer.samples import write_samples
@@ -78,13 +79,22 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
     from trainer.progress import ProgressDisplay
     from trainer.rollout import init_ray
     from trainer.rollout_worker import ChatRendererFactory
+    from trainer.sft import sft_applies, warm_up
 
     run_dir, resume_from = _prepare_run_dir(config)
+    progress = ProgressDisplay(config.trainer.total_steps, start_step=0, enabled=config.trainer.progress)
+    progress.say(f"run directory: {run_dir}; loading model {config.model.name}")
     model_path = resolve_model(config.model.name)
-    closers: list[Callable[[], Any]] = []
+    closers: list[Callable[[], Any]] = [progress.close]
+    progress.say("starting Ray")
     init_ray(
         config.trainer.ray_address, num_cpus=_logical_cpus(config), object_store_memory=_object_store_bytes(model_path)
     )
+    warmup_metrics: dict[str, float] = {}
+    if sft_applies(config):
+        result = await warm_up(config, model_path, run_dir / "warmup", say=progress.say)
+        model_path, warmup_metrics = str(result.policy_dir), result.summary()
+    progress.say("starting the engine, the environment actors and the learner")
     engine, engine_factory = await _start_engine(config, model_path)
     closers.append(engine.close)
     rollout = RolloutManager(
@@ -113,8 +123,7 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         resume_step=state.step if config.trainer.resume else None,
     )
     closers.append(writer.close)
-    progress = ProgressDisplay(config.trainer.total_steps, start_step=state.step, enabled=config.trainer.progress)
-    closers.append(progress.close)
+    progress.begin(state.step)
     tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     return Components(
@@ -129,6 +138,7 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         state.policy_version,
         config,
         closers,
+        warmup_metrics,
     )
 
 
@@ -256,9 +266,16 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
     critic = None
     if config.algo.critic:
         critic = WorkerSpec(
-            "critic", model_path, optimizer(config.model.critic_lr), gradient_checkpointing=checkpointing, **common
+            "critic",
+            model_path,
+            optimizer(config.model.critic_lr),
+            lora,
+            gradient_checkpointing=checkpointing,
+            **common,
         )
-    reference = WorkerSpec("reference", model_path, **common) if config.algo.reference else None
+    # With LoRA the reference is the actor with its adapters switched off: no second model in memory.
+    separate_reference = config.algo.reference and lora.rank == 0
+    reference = WorkerSpec("reference", model_path, **common) if separate_reference else None
     roles = 1 + (critic is not None) + (reference is not None)
     gpu_share = _learner_gpu_share(config, roles)
     return LearnerSpec(actor, critic, reference, ranks, config.trainer.learner_cpus, gpu_share)
@@ -313,9 +330,21 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
     return asyncio.ensure_future(collect())
 
 
-def trainable(result: RolloutResult) -> list[Trajectory]:
-    """The trajectories to train on: every member of every complete group (failed attempts are not in groups)."""
-    return [t for group in result.groups for t in group if t.trainable]
+def trainable(result: RolloutResult, keep_fraction: float = 1.0) -> tuple[list[Trajectory], dict[str, float]]:
+    """The trajectories to train on: every member of the complete groups (failed attempts are not in groups),
+    or with ``keep_fraction`` < 1 of the groups whose returns vary most (``algo.filter_groups``,
+    :func:`trainer.algos.select_groups_by_std`); returns them and ``filter/*`` metrics."""
+    from trainer.algos import select_groups_by_std
+
+    groups = [[t for t in group if t.trainable] for group in result.groups]
+    groups = [group for group in groups if group]
+    if keep_fraction >= 1.0 or not groups:
+        return [t for group in groups for t in group], {}
+    kept = select_groups_by_std([[t.episode_return for t in group] for group in groups], keep_fraction)
+    return [t for i in kept for t in groups[i]], {
+        "filter/kept_groups": float(len(kept)),
+        "filter/groups": float(len(groups)),
+    }
 
 
 def episode_metrics(result: RolloutResult) -> dict[str, float]:

@@ -47,20 +47,28 @@ __all__ = ["ESTIMATORS", "AdvantageInputs", "estimate_advantages", "policy_loss_
 
 
 # ---------------------------------------------------------------------------------------------- scoring
-async def score_batch(batch: TrainBatch, learner: Learner, config: TrainConfig) -> dict[str, float]:
-    """Fill ``old_logprobs``, ``ref_logprobs``, ``values`` and ``is_weights``; return their metrics."""
+async def score_batch(
+    batch: TrainBatch, learner: Learner, config: TrainConfig, *, on_policy: bool = True
+) -> dict[str, float]:
+    """Fill ``old_logprobs``, ``ref_logprobs``, ``values`` and ``is_weights``; return their metrics.
+
+    ``on_policy``: every trajectory was sampled by the actor's current weights. Then, with
+    ``algo.reuse_rollout_logprobs``, the engine's logprobs serve as the old logprobs (the same quantity,
+    :mod:`agents.engines.base`), after a check on ``algo.reuse_check_rows`` rows recomputed by the
+    actor: if any sampled token differs by more than ``algo.reuse_max_mismatch``, every row is
+    recomputed. The reference is the reference role, or with LoRA the actor with its adapters off.
+    """
     temperature, micro = config.rollout.temperature, config.trainer.micro_batch_size
     started = time.perf_counter()
-    batch.old_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro)
+    mask = batch.response_mask
+    metrics = await _old_logprobs(batch, learner, config, on_policy)
     if learner.reference is not None:
         batch.ref_logprobs = await learner.reference.compute_logprobs(batch, temperature, micro)
+    elif config.algo.reference:
+        batch.ref_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro, base=True)
     if learner.critic is not None:
         batch.values = await learner.critic.compute_values(batch, micro)
-    mask = batch.response_mask
-    metrics = {
-        "rollout/logprob_mismatch": float(logprob_mismatch(batch.old_logprobs, batch.rollout_logprobs, mask)),
-        "time/score_s": time.perf_counter() - started,
-    }
+    metrics["time/score_s"] = time.perf_counter() - started
     tis = config.algo.tis
     if tis.level != "none":
         batch.is_weights, stats = truncated_is_weights(
@@ -71,6 +79,32 @@ async def score_batch(batch: TrainBatch, learner: Learner, config: TrainConfig) 
         kl = kl_estimate(batch.old_logprobs, batch.ref_logprobs, config.algo.kl_estimator)
         metrics["rollout/kl_ref"] = float(masked_mean(kl, mask))
     return metrics
+
+
+async def _old_logprobs(batch: TrainBatch, learner: Learner, config: TrainConfig, on_policy: bool) -> dict[str, float]:
+    """``batch.old_logprobs``: the engine's, verified on a few rows, or recomputed (see :func:`score_batch`)."""
+    algo, temperature, micro = config.algo, config.rollout.temperature, config.trainer.micro_batch_size
+    mask = batch.response_mask
+    if algo.reuse_rollout_logprobs and on_policy and len(batch) > algo.reuse_check_rows:
+        rows = list(range(algo.reuse_check_rows))
+        check = batch.select(rows)
+        recomputed = await learner.actor.compute_logprobs(check, temperature, micro)
+        check_mask = check.response_mask
+        worst = float(((recomputed - check.rollout_logprobs).abs() * check_mask).max()) if len(check) else 0.0
+        metrics = {
+            "rollout/logprob_mismatch": float(logprob_mismatch(recomputed, check.rollout_logprobs, check_mask)),
+            "rollout/logprob_mismatch_max": worst,
+        }
+        if worst <= algo.reuse_max_mismatch:
+            batch.old_logprobs = batch.rollout_logprobs.clone()
+            return {**metrics, "rollout/old_logprobs_reused": 1.0}
+    batch.old_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro)
+    worst = float(((batch.old_logprobs - batch.rollout_logprobs).abs() * mask).max())
+    return {
+        "rollout/logprob_mismatch": float(logprob_mismatch(batch.old_logprobs, batch.rollout_logprobs, mask)),
+        "rollout/logprob_mismatch_max": worst,
+        "rollout/old_logprobs_reused": 0.0,
+    }
 
 
 # ---------------------------------------------------------------------------------------------- advantages

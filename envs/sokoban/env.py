@@ -21,6 +21,7 @@ plays that level, ``{"level_index": i}`` the i-th level of ``level_file``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Integral
 from pathlib import Path
@@ -55,7 +56,9 @@ class SokobanEnv(TextEnv):
             the default turn limit (5 turns of 5 moves), as in FrozenLake.
         max_actions_per_turn: moves read per turn (RAGEN uses 5); the rest is ignored.
         require_answer_tag: only text inside ``<answer>...</answer>`` counts.
-        format_penalty: subtracted from the reward of an invalid turn.
+        format_penalty: subtracted from the reward of an invalid turn. The default, 1.0, makes an unreadable
+            turn cost more than any valid turn's moves (at most ``max_actions_per_turn`` x 0.1), so the
+            format carries a learning signal; RAGEN's 0.1 costs no more than one move (a warning says so).
         min_pushes: generated levels need at least this many pushes (every box also starts off its
             target, so at least ``num_boxes``).
         max_moves: generated levels are solvable in at most this many moves. ``None``: the episode's
@@ -83,7 +86,7 @@ class SokobanEnv(TextEnv):
         max_steps: int = 100,
         max_actions_per_turn: int = 5,
         require_answer_tag: bool = False,
-        format_penalty: float = 0.1,
+        format_penalty: float = 1.0,
         min_pushes: int = 1,
         max_moves: int | None = None,
         level_file: str | None = None,
@@ -112,7 +115,15 @@ class SokobanEnv(TextEnv):
         self.word_actions = WordActions(
             ACTIONS, self.max_actions_per_turn, self.require_answer_tag, example=("Up", "Left")
         )
-        self.instructions = instructions(self.word_actions)
+        if self.format_penalty < self.max_actions_per_turn * -STEP_REWARD:
+            warnings.warn(
+                f"format_penalty={self.format_penalty:g} makes an invalid turn cheaper than a valid turn of "
+                f"{self.max_actions_per_turn} moves ({self.max_actions_per_turn * STEP_REWARD:g}): the format then "
+                f"carries no learning signal; use format_penalty >= {self.max_actions_per_turn * -STEP_REWARD:g}",
+                UserWarning,
+                stacklevel=2,
+            )
+        self.instructions = instructions(self.word_actions, self.format_penalty)
         self.action_format = self.word_actions.example_turn()
         self._level: Level | None = None
         self._board: Board | None = None
@@ -148,7 +159,7 @@ class SokobanEnv(TextEnv):
         self._plan = {}
         if self._optimal is not None:
             self._remember_plan(self._level, self._optimal.moves)
-        observation = f"{self.render_text()}\n{self._status()} Your move."
+        observation = f"{self.render_text()}\n{self._status(0)} Your move."
         return observation, self._state_info()
 
     def _step(self, action: str) -> StepOutcome:
@@ -166,7 +177,7 @@ class SokobanEnv(TextEnv):
         outcome = "solved" if solved else "step_limit" if out_of_steps else ""
         report = describe_turn(moves, parsed, self.word_actions, outcome=outcome)
         return StepOutcome(
-            observation=f"{report}\n{board.render()}\n{self._status()}",
+            observation=f"{report}\n{board.render()}\n{self._status(self.turn + 1)}",
             reward=reward,
             terminated=solved,
             truncated=out_of_steps,
@@ -289,9 +300,17 @@ class SokobanEnv(TextEnv):
     # ----------------------------------------------------------------------------------------------
     # Text and info
     # ----------------------------------------------------------------------------------------------
-    def _status(self) -> str:
+    def _status(self, turns_taken: int) -> str:
         board = self._require_board()
-        return status_line(board.boxes_on_target, len(board.boxes), self.max_steps - self._steps)
+        return status_line(board.boxes_on_target, len(board.boxes), self._moves_left(turns_taken))
+
+    def _moves_left(self, turns_taken: int) -> int:
+        """Moves the agent can still make after ``turns_taken`` turns: the step limit or what the turns left
+        allow, whichever is less (what the status line says, so the board never promises moves the limits deny)."""
+        left = self.max_steps - self._steps
+        if self.max_turns is not None:
+            left = min(left, (self.max_turns - turns_taken) * self.max_actions_per_turn)
+        return max(left, 0)
 
     def _state_info(self) -> dict[str, Any]:
         board = self._require_board()

@@ -31,29 +31,34 @@ class MoveReport:
     on_target_change: int
 
 
-def instructions(word_actions: WordActions) -> str:
-    """The system prompt: goal, legend, rules and the action format (constant for a configuration)."""
+def instructions(word_actions: WordActions, format_penalty: float) -> str:
+    """The system prompt: goal, legend, rules, rewards and the action format (constant for a configuration).
+
+    Compact on purpose: it opens every episode, so each token of it is paid for at every rollout,
+    scoring pass and update (about 110 tokens with SmolLM2's tokenizer).
+    """
+    legend = ", ".join(
+        f"{symbol} {name}"
+        for symbol, name in (
+            (WALL, "wall"),
+            (FLOOR, "floor"),
+            (TARGET, "target"),
+            (BOX, "box"),
+            (BOX_ON_TARGET, "box on a target"),
+            (PLAYER, "you"),
+            (PLAYER_ON_TARGET, "you on a target"),
+        )
+    )
     lines = [
-        "You are playing Sokoban. You are in a room with boxes and targets: push every box onto a target.",
-        "",
-        "Board symbols:",
-        f"{WALL}: wall",
-        f"{FLOOR}: floor",
-        f"{TARGET}: target",
-        f"{BOX}: box",
-        f"{BOX_ON_TARGET}: box on a target",
-        f"{PLAYER}: you",
-        f"{PLAYER_ON_TARGET}: you, standing on a target",
-        "",
-        "Rules:",
-        "- Each move takes you one cell Up, Down, Left or Right (Up is towards the first row).",
-        "- Walking into a box pushes it one cell further if that cell is floor or an empty target. You cannot pull "
-        "a box, and a box cannot be pushed into a wall or another box: such a move leaves everything in place.",
-        "- A box pushed into a corner can never be moved again, so plan before you push.",
-        "- Every move costs 0.1 points; pushing a box onto a target gives 1 point and pushing one off a target "
-        "costs 1; when every box is on a target you get 10 points and the game ends.",
+        "You are playing Sokoban: push every box onto a target.",
+        f"Symbols: {legend}.",
+        "Up is towards the top row. Walking into a box pushes it one cell if the cell behind it is free; "
+        "boxes cannot be pulled, and a box in a corner is stuck for good.",
+        f"Rewards: -0.1 per move, +1 per box pushed onto a target (-1 off), +10 when all are on targets; "
+        f"an invalid answer costs {format_penalty:g}.",
     ]
-    lines += [*word_actions.rules(), "", word_actions.describe() + "."]
+    lines += [line.removeprefix("- ") for line in word_actions.rules()]
+    lines.append(word_actions.describe() + ".")
     return "\n".join(lines)
 
 

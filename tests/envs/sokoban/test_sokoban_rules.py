@@ -213,20 +213,20 @@ def test_invalid_turn_costs_the_format_penalty_and_moves_nothing():
 def test_empty_turn_is_invalid():
     env = play(OPEN)
     _, reward, _, _, info = env.step("   ")
-    assert reward == -0.1 and info["invalid_reason"] == "no action found"
+    assert reward == -1.0 and info["invalid_reason"] == "no action found"  # the default format penalty
 
 
 def test_partially_invalid_turn_executes_the_actions_before_the_bad_token():
     env = play(OPEN)
     _, reward, _, _, info = env.step("Up || Jump || Right")
     assert info["actions_executed"] == ["Up"] and not info["action_is_valid"]
-    assert reward == pytest.approx(-0.2)  # one move (-0.1) and the format penalty (-0.1)
+    assert reward == pytest.approx(-1.1)  # one move (-0.1) and the default format penalty (-1.0)
 
 
 def test_require_answer_tag():
     env = play(OPEN, require_answer_tag=True)
     _, reward, _, _, info = env.step("Up")
-    assert not info["action_is_valid"] and info["steps"] == 0 and reward == -0.1
+    assert not info["action_is_valid"] and info["steps"] == 0 and reward == -1.0
     _, reward, _, _, info = env.step("<think>Left is a wall? No.</think><answer>Left || Down</answer>")
     assert info["action_is_valid"] and info["actions_executed"] == ["Left", "Down"] and reward == -0.2
     assert env.valid_actions() == [f"<answer>{a}</answer>" for a in ACTIONS]

@@ -1,0 +1,87 @@
+"""Configuration of the phases around the RL steps: the supervised warm-up (``sft``) and held-out evaluation
+(``evaluation``). Both sections belong to :class:`trainer.config.TrainConfig`; ``python -m trainer.sft``
+reads the same ``sft`` section.
+
+Seeds. Training step ``k`` plays seeds ``trainer.seed + (k - 1) * trainer.groups_per_step + i``; the
+warm-up's oracle plays ``sft.seed + i``; held-out evaluation plays ``evaluation.seed + i``. The three
+ranges must not overlap (checked at start-up), so the held-out success rate is measured on episodes no
+phase trained on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["EvaluationOptions", "SftOptions", "check_phases"]
+
+
+@dataclass
+class SftOptions:
+    """Supervised fine-tuning on token-exact trajectories (:mod:`trainer.sft_data`).
+
+    ``warmup`` (``trainer.run`` only): ``auto`` warms up when the environment has an oracle or
+    ``files`` are given; ``true`` requires it; ``false`` starts RL from the model as it is.
+    ``source``: ``oracle`` (the environment's oracle plays ``episodes`` seeds from ``seed``),
+    ``files`` (JSONL trajectories, filtered: rejection-sampling fine-tuning), or ``mix`` (both).
+    ``lora_rank`` 0 fine-tunes every weight; LoRA adapters are merged into the weights afterwards.
+    """
+
+    warmup: str = "auto"  # auto | true | false
+    source: str = "oracle"  # oracle | files | mix
+    episodes: int = 256
+    seed: int = 1_000_000
+    files: list[str] = field(default_factory=list)
+    success_only: bool = True
+    min_return: float | None = None
+    epochs: int = 1
+    batch_size: int = 8  # trajectories per optimizer step
+    lr: float = 5.0e-5
+    lora_rank: int = 0
+    warmup_steps: int = 2
+    save_dataset: bool = True  # write the examples to <run_dir>/<phase>/data.jsonl
+
+
+@dataclass
+class EvaluationOptions:
+    """Held-out evaluation: ``episodes`` seeds from ``seed``, before the first update and every ``every`` steps.
+
+    ``temperature``: null plays at the rollout temperature (with per-turn seeds, so the same policy gives
+    the same episodes); 0 plays greedily. ``every`` 0 evaluates only before the first update and after the last.
+    """
+
+    enabled: bool = True
+    episodes: int = 64
+    seed: int = 10_000
+    every: int = 5
+    temperature: float | None = None
+
+
+def check_phases(config) -> None:
+    """Checks of the ``sft`` and ``evaluation`` sections (ranges, choices, disjoint seeds); raises ``UsageError``."""
+    from agents.config import UsageError, check_choice
+
+    sft, evaluation, trainer = config.sft, config.evaluation, config.trainer
+    check_choice("sft.warmup", str(sft.warmup).lower(), ("auto", "true", "false"))
+    check_choice("sft.source", sft.source, ("oracle", "files", "mix"))
+    for name in ("episodes", "epochs", "batch_size"):
+        if getattr(sft, name) < 1:
+            raise UsageError(f"sft.{name} must be >= 1, got {getattr(sft, name)}")
+    if sft.lr <= 0 or sft.lora_rank < 0 or sft.warmup_steps < 0:
+        raise UsageError("sft.lr must be > 0, sft.lora_rank and sft.warmup_steps >= 0")
+    if sft.source in ("files", "mix") and not sft.files:
+        raise UsageError(f"sft.source={sft.source} reads trajectories: give sft.files=[path.jsonl,...]")
+    if evaluation.episodes < 1 or evaluation.every < 0:
+        raise UsageError("evaluation.episodes must be >= 1 and evaluation.every >= 0")
+    if evaluation.temperature is not None and evaluation.temperature < 0:
+        raise UsageError(f"evaluation.temperature must be >= 0 (0: greedy) or null, got {evaluation.temperature}")
+    train = ("training", trainer.seed, trainer.seed + trainer.total_steps * trainer.groups_per_step)
+    ranges = [train, ("sft", sft.seed, sft.seed + sft.episodes)]
+    if evaluation.enabled:
+        ranges.append(("evaluation", evaluation.seed, evaluation.seed + evaluation.episodes))
+    for i, (name_a, start_a, end_a) in enumerate(ranges):
+        for name_b, start_b, end_b in ranges[i + 1 :]:
+            if start_a < end_b and start_b < end_a:
+                raise UsageError(
+                    f"the {name_a} seeds [{start_a}, {end_a}) overlap the {name_b} seeds [{start_b}, {end_b}): "
+                    "held-out episodes must not be trained on; move evaluation.seed or sft.seed"
+                )
