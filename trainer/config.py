@@ -29,7 +29,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from agents.config import UsageError, _typed_config, check_choice, compose_config
+from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
+from trainer.estimators import ESTIMATORS
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -46,10 +48,7 @@ __all__ = [
     "to_train_config",
 ]
 
-ADVANTAGE_ESTIMATORS = ("gae", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline")
-GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-KL_ESTIMATORS = ("k1", "abs", "k2", "k3")
+ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
 ENGINES = ("hf", "sglang")
 
 
@@ -281,18 +280,19 @@ def _check_algo(config: TrainConfig) -> None:
     check_choice("algo.kl_estimator", algo.kl_estimator, KL_ESTIMATORS)
     check_choice("algo.tis.level", algo.tis.level, ("none", "token", "sequence"))
     check_choice("algo.tis.mode", algo.tis.mode, ("clamp", "mask"))
+    estimator = ESTIMATORS[algo.advantage]
     _require(
-        algo.advantage != "gae" or algo.critic,
-        "algo.advantage=gae (PPO) estimates values with a critic: set algo.critic=true, or use a critic-free "
-        "algorithm (algo=grpo, rloo, reinforce_pp)",
+        not estimator.critic or algo.critic,
+        f"algo.advantage={algo.advantage} estimates values with a critic: set algo.critic=true, or use a "
+        f"critic-free algorithm (algo={', '.join(n for n, e in ESTIMATORS.items() if not e.critic)})",
     )
     _require(
-        algo.advantage == "gae" or not algo.critic,
-        f"algo.critic=true is used only by algo.advantage=gae; {algo.advantage} has no use for it: "
-        "set algo.critic=false",
+        estimator.critic or not algo.critic,
+        f"algo.critic=true is used only by algo.advantage={' | '.join(n for n, e in ESTIMATORS.items() if e.critic)}; "
+        f"{algo.advantage} has no use for it: set algo.critic=false",
     )
     _require(
-        algo.advantage not in GROUP_ESTIMATORS or algo.group_size >= 2,
+        not estimator.groups or algo.group_size >= 2,
         f"algo.advantage={algo.advantage} compares episodes of the same seed: set algo.group_size to 2 or more "
         f"(8 to 16 is usual), got {algo.group_size}",
     )

@@ -30,7 +30,7 @@ import torch
 
 from trainer.algos import Aggregation
 from trainer.batch import TrainBatch
-from trainer.learner_specs import PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import PolicyLossSpec, WorkerSpec, combine_stats
 from trainer.learner_worker import ModelWorker, shard_rows
 
 __all__ = ["Learner", "LearnerSpec", "WorkerGroup", "combine_stats"]
@@ -119,24 +119,6 @@ class WorkerGroup:
         for handle in self.handles:
             self._ray.kill(handle)
         self.handles = []
-
-
-def combine_stats(per_rank: list[dict[str, float]]) -> dict[str, float]:
-    """One dict from every rank's sums: ``x@sum`` over ``tokens`` become token-weighted means ``x``.
-
-    Losses are already fractions of the global mini-batch loss, so they add; ``grad_norm`` and ``lr``
-    are the same on every rank (the norm is of the reduced gradient).
-    """
-    tokens = sum(stats.get("tokens", 0.0) for stats in per_rank)
-    combined: dict[str, float] = {}
-    for name in per_rank[0]:
-        if name.endswith("@sum"):
-            combined[name[: -len("@sum")]] = sum(s[name] for s in per_rank) / max(tokens, 1.0)
-        elif name in ("grad_norm", "lr"):
-            combined[name] = per_rank[0][name]
-        else:
-            combined[name] = sum(s[name] for s in per_rank)
-    return combined
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,16 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ROLES", "LoraSpec", "OptimizerSpec", "PolicyLossSpec", "WorkerSpec", "merge_lora_state_dict"]
+__all__ = [
+    "ROLES",
+    "LoraSpec",
+    "OptimizerSpec",
+    "PolicyLossSpec",
+    "StepStats",
+    "WorkerSpec",
+    "combine_stats",
+    "merge_lora_state_dict",
+]
 
 ROLES = ("actor", "critic", "reference")
 
@@ -81,6 +90,42 @@ class WorkerSpec:
     gradient_checkpointing: bool = False
     num_threads: int | None = None
     seed: int = 0
+
+
+@dataclass
+class StepStats:
+    """One rank's statistics of one optimizer step, as they cross back to the driver.
+
+    ``token_weighted``: per-micro-batch means (entropy, clip fraction, KL, ...) times the micro-batch's
+    sampled tokens, summed; ``losses``: each micro-batch's loss, already a fraction of the mini-batch's
+    (global normalisers), summed; ``grad_norm`` and ``lr`` of the step (the same on every rank).
+    """
+
+    tokens: float = 0.0
+    token_weighted: dict[str, float] = field(default_factory=dict)
+    losses: dict[str, float] = field(default_factory=dict)
+    grad_norm: float = 0.0
+    lr: float = 0.0
+
+    def add(self, means: dict[str, Any], tokens: float, losses: dict[str, Any]) -> None:
+        """Account one micro-batch: its per-token means over ``tokens`` sampled tokens, and its losses."""
+        self.tokens += tokens
+        for name, value in means.items():
+            self.token_weighted[name] = self.token_weighted.get(name, 0.0) + float(value) * tokens
+        for name, value in losses.items():
+            self.losses[name] = self.losses.get(name, 0.0) + float(value)
+
+
+def combine_stats(per_rank: list[StepStats]) -> dict[str, float]:
+    """One step's metrics from every rank's :class:`StepStats`: token-weighted means, summed losses, the step's
+    grad norm and lr, and ``tokens`` (the sampled tokens of the whole mini-batch)."""
+    tokens = sum(stats.tokens for stats in per_rank)
+    combined = {
+        name: sum(s.token_weighted[name] for s in per_rank) / max(tokens, 1.0) for name in per_rank[0].token_weighted
+    }
+    combined.update({name: sum(s.losses[name] for s in per_rank) for name in per_rank[0].losses})
+    combined.update(grad_norm=per_rank[0].grad_norm, lr=per_rank[0].lr, tokens=tokens)
+    return combined
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:

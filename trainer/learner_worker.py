@@ -44,6 +44,7 @@ from trainer.batch import TrainBatch
 from trainer.learner_specs import (
     ROLES,
     PolicyLossSpec,
+    StepStats,
     WorkerSpec,
     decoder_layers,
     disable_dropout,
@@ -187,9 +188,9 @@ class ModelWorker:
     # ------------------------------------------------------------------------------------------ updates
     def update_policy(
         self, batch: TrainBatch, agg: Aggregation, loss: PolicyLossSpec, micro_batch_size: int
-    ) -> dict[str, float]:
-        """One optimizer step on this rank's rows of a mini-batch; token-weighted stats as sums."""
-        sums: dict[str, float] = {}
+    ) -> StepStats:
+        """One optimizer step on this rank's rows of a mini-batch."""
+        stats_sum = StepStats()
         for mb in self._micro_batches(batch, micro_batch_size):
             mask = mb.response_mask.to(self.device)
             entropy_mode = "grad" if loss.entropy_coef > 0 else "log"
@@ -216,25 +217,23 @@ class ModelWorker:
                     total = total + loss.kl_coef * aggregate(kl, mask, agg)
                 stats["kl_ref"] = masked_mean(kl.detach(), mask)
             (total * self.world_size).backward()
-            _accumulate(sums, stats, mask, {"policy_loss": policy_loss, "loss": total})
-        return {**sums, **self._step()}
+            stats_sum.add(stats, float(mask.sum()), {"policy_loss": policy_loss.detach(), "loss": total.detach()})
+        return self._step(stats_sum)
 
-    def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> dict[str, float]:
+    def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> StepStats:
         """One optimizer step of supervised fine-tuning on this rank's rows: the NLL of the tokens where
         ``response_mask`` is 1 (:func:`trainer.algos.sft_loss`), at temperature 1."""
-        sums: dict[str, float] = {}
+        stats_sum = StepStats()
         for mb in self._micro_batches(batch, micro_batch_size):
             mask = mb.response_mask.to(self.device)
             logprobs, _ = self._policy_outputs(mb, 1.0, "none")
             loss, stats = sft_loss(logprobs, mask, agg)
             (loss * self.world_size).backward()
-            _accumulate(sums, stats, mask, {"sft_loss": loss})
-        return {**sums, **self._step()}
+            stats_sum.add(stats, float(mask.sum()), {"sft_loss": loss.detach()})
+        return self._step(stats_sum)
 
-    def update_value(
-        self, batch: TrainBatch, agg: Aggregation, clip_range: float, micro_batch_size: int
-    ) -> dict[str, float]:
-        sums: dict[str, float] = {}
+    def update_value(self, batch: TrainBatch, agg: Aggregation, clip_range: float, micro_batch_size: int) -> StepStats:
+        stats_sum = StepStats()
         for mb in self._micro_batches(batch, micro_batch_size):
             mask = mb.response_mask.to(self.device)
             values = self._values(mb)
@@ -242,20 +241,21 @@ class ModelWorker:
                 values, mb.values.to(self.device), mb.returns.to(self.device), mask, agg, clip_range=clip_range
             )
             (loss * self.world_size).backward()
-            _accumulate(sums, stats, mask, {"value_loss": loss})
-        return {**sums, **self._step()}
+            stats_sum.add(stats, float(mask.sum()), {"value_loss": loss.detach()})
+        return self._step(stats_sum)
 
-    def _step(self) -> dict[str, float]:
+    def _step(self, stats: StepStats) -> StepStats:
+        """Clip, step the optimizer and the schedule; record the step's grad norm and lr in ``stats``."""
         assert self.optimizer is not None, "this role has no optimizer"
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.spec.optimizer.grad_clip)
         grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
-        lr = self.optimizer.param_groups[0]["lr"]
+        stats.grad_norm, stats.lr = float(grad_norm), float(self.optimizer.param_groups[0]["lr"])
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.optimizer_steps += 1
-        return {"grad_norm": float(grad_norm), "lr": float(lr)}
+        return stats
 
     # ------------------------------------------------------------------------------------------ weights
     def full_state_dict(self) -> dict[str, Tensor] | None:
@@ -346,16 +346,6 @@ def _left_pad(values: Tensor, length: int) -> Tensor:
 def _stack_padded(chunks: list[Tensor], length: int) -> Tensor:
     rows = [torch.nn.functional.pad(c, (0, length - c.shape[1])) for c in chunks]
     return torch.cat(rows) if rows else torch.zeros(0, length)
-
-
-def _accumulate(sums: dict[str, float], stats: dict[str, Tensor], mask: Tensor, losses: dict[str, Tensor]) -> None:
-    """Token-weighted sums of per-micro-batch means (``tokens`` is the weight); losses add up as they are."""
-    tokens = float(mask.sum().item())
-    sums["tokens"] = sums.get("tokens", 0.0) + tokens
-    for name, value in stats.items():
-        sums[f"{name}@sum"] = sums.get(f"{name}@sum", 0.0) + float(value) * tokens
-    for name, value in losses.items():
-        sums[name] = sums.get(name, 0.0) + float(value.detach())
 
 
 def shard_rows(batch: TrainBatch, world_size: int) -> list[TrainBatch]:

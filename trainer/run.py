@@ -124,7 +124,8 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
     step, version = c.start_step, c.policy_version
     if step == 0 and evaluation_due(config, 0):  # the policy RL starts from (the warm-up's, if any)
         c.progress.say(f"held-out evaluation before the first update ({config.evaluation.episodes} episodes)")
-        metrics0, _ = await evaluate_held_out(config, c.rollout, version)
+        metrics0, episodes = await evaluate_held_out(config, c.rollout, version)
+        c.write_evaluation(0, episodes)
         c.writer.write(0, {**c.warmup_metrics, **metrics0, "policy_version": float(version)})
         c.progress.say(_evaluation_line(metrics0))
     c.progress.say("first rollout")
@@ -153,7 +154,8 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
             metrics["train/tokens"] = float(batch.attention_mask.sum())
         metrics["policy_version"] = float(version)
         if evaluation_due(config, step):  # the updated policy, before the next rollout shares the engine
-            evaluation, _ = await evaluate_held_out(config, c.rollout, version)
+            evaluation, episodes = await evaluate_held_out(config, c.rollout, version)
+            c.write_evaluation(step, episodes)
             metrics.update(evaluation)
         if not overlapping and step < config.trainer.total_steps:
             pending = rollout_task(config, c, step + 1, version)

@@ -53,6 +53,12 @@ class Components:
 
         write_samples(self.run_dir, step, trajectories, limit=self.config.trainer.samples_per_step)
 
+    def write_evaluation(self, step: int, trajectories: list[Trajectory]) -> None:
+        """The held-out episodes after ``step`` as ``evaluations/step_<step>.jsonl`` (paired comparisons, reading)."""
+        from agents.trajectory import write_trajectories
+
+        write_trajectories(self.run_dir / "evaluations" / f"step_{step:06d}.jsonl", trajectories, append=False)
+
     def plot(self) -> None:
         from trainer.plot import plot_run
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -26,24 +25,20 @@ from agents.trajectory import Trajectory
 from trainer.algos import (
     Aggregation,
     apply_kl_penalty,
-    gae_advantages,
-    group_advantages,
     group_statistics,
     kl_estimate,
     logprob_mismatch,
     masked_mean,
     place_turn_rewards,
-    reinforce_pp_advantages,
-    reinforce_pp_baseline_advantages,
-    rloo_advantages,
     truncated_is_weights,
 )
 from trainer.batch import TrainBatch, reward_positions
 from trainer.config import AlgoConfig, TrainConfig
+from trainer.estimators import ESTIMATORS, AdvantageInputs
 from trainer.learner import Learner
 from trainer.learner_specs import PolicyLossSpec
 
-__all__ = ["ESTIMATORS", "AdvantageInputs", "estimate_advantages", "policy_loss_spec", "score_batch", "update"]
+__all__ = ["estimate_advantages", "policy_loss_spec", "score_batch", "update"]
 
 
 # ---------------------------------------------------------------------------------------------- scoring
@@ -108,50 +103,6 @@ async def _old_logprobs(batch: TrainBatch, learner: Learner, config: TrainConfig
 
 
 # ---------------------------------------------------------------------------------------------- advantages
-@dataclass
-class AdvantageInputs:
-    """What an estimator may use: token rewards ``[B, L]``, sampled-token mask, episode scores ``[B]``,
-    group ids ``[B]`` and the critic's values ``[B, L]`` (``None`` without a critic)."""
-
-    token_rewards: Tensor
-    mask: Tensor
-    scores: Tensor
-    group_index: Tensor
-    values: Tensor | None
-
-
-def _gae(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
-    return gae_advantages(x.token_rewards, x.values, x.mask, gamma=algo.gamma, lam=algo.lam)
-
-
-def _grpo(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
-    per_episode = group_advantages(x.scores, x.group_index, normalize_std=algo.normalize_std)
-    return per_episode[:, None] * x.mask, None
-
-
-def _rloo(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
-    return rloo_advantages(x.scores, x.group_index)[:, None] * x.mask, None
-
-
-def _reinforce_pp(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
-    advantages, _ = reinforce_pp_advantages(x.token_rewards, x.mask, gamma=algo.gamma)
-    return advantages, None
-
-
-def _reinforce_pp_baseline(x: AdvantageInputs, algo: AlgoConfig) -> tuple[Tensor, Tensor | None]:
-    return reinforce_pp_baseline_advantages(x.scores, x.group_index, x.mask), None
-
-
-#: ``algo.advantage`` -> estimator returning (advantages ``[B, L]``, critic returns ``[B, L]`` or ``None``).
-ESTIMATORS: dict[str, Callable[[AdvantageInputs, AlgoConfig], tuple[Tensor, Tensor | None]]] = {
-    "gae": _gae,
-    "grpo": _grpo,
-    "rloo": _rloo,
-    "reinforce_pp": _reinforce_pp,
-    "reinforce_pp_baseline": _reinforce_pp_baseline,
-}
-
-
 def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], algo: AlgoConfig) -> dict[str, float]:
     """Fill ``batch.advantages`` (and ``batch.returns`` for the critic); return the metrics.
 
@@ -171,7 +122,7 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     groups = {group: i for i, group in enumerate(dict.fromkeys(t.group_id for t in trajectories))}
     group_index = torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long)
     inputs = AdvantageInputs(token_rewards, mask, scores, group_index, batch.values)
-    batch.advantages, batch.returns = ESTIMATORS[algo.advantage](inputs, algo)
+    batch.advantages, batch.returns = ESTIMATORS[algo.advantage].compute(inputs, algo)
     metrics["advantage/mean"] = float(masked_mean(batch.advantages, mask))
     metrics["advantage/abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     metrics.update({f"groups/{k}": float(v) for k, v in group_statistics(scores, group_index).items()})

@@ -101,7 +101,7 @@ def test_export_and_checkpoint_round_trip(tmp_path):
     for name, tensor in w.full_state_dict().items():
         torch.testing.assert_close(tensor, saved[name], atol=0, rtol=0)
     after_loaded = update(w)
-    assert after_loaded["lr"] == pytest.approx(after_saved["lr"])  # the schedule was restored (warm-up step 2)
+    assert after_loaded.lr == pytest.approx(after_saved.lr)  # the schedule was restored (warm-up step 2)
     for name, tensor in w.full_state_dict().items():
         torch.testing.assert_close(tensor, continued[name], atol=1e-6, rtol=0)
 

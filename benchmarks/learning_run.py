@@ -1,0 +1,164 @@
+"""The README's main command, measured as a new user runs it: does held-out success rise, how long, how much memory.
+
+    python benchmarks/learning_run.py                       # python -m trainer.run env=sokoban algo=ppo, timed
+    python benchmarks/learning_run.py --fresh-cache         # also convert the embedded model first (empty cache)
+    python benchmarks/learning_run.py -- trainer.total_steps=4 evaluation.episodes=32   # any overrides
+
+It runs ``python -m trainer.run env=sokoban algo=ppo`` (plus the overrides) to its end while sampling the
+memory of the whole process tree (driver, Ray, engine, learner, environment actors) every second, then
+evaluates the model *before* the warm-up with ``python -m agents.eval`` on the run's own held-out seeds
+and sampling settings. Figures, as JSON on stdout and in ``<run>/learning_run.json``:
+
+* held-out success rate and invalid-action rate (with standard errors) before the warm-up, after it
+  (the run's step-0 evaluation), and after the RL steps (its last evaluation); the paired difference of
+  the last two on the same seeds, with its standard error;
+* wall time of the whole command, of the warm-up, of each evaluation and of the RL steps (rollout,
+  scoring, update);
+* peak memory: the largest sum of PSS (proportional set size: shared pages split between the processes
+  that share them, so libraries are not counted once per process) over the process tree, and the same
+  sum of RSS;
+* the size of one checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from agents.trajectory import read_trajectories
+from trainer.metrics import read_metrics
+
+
+class TreeMemory:
+    """Samples the summed PSS and RSS of a process and all its descendants once a second; keeps the peaks."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.peak_pss = self.peak_rss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                processes = [self.root, *self.root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            pss = rss = 0
+            for process in processes:
+                try:
+                    info = process.memory_full_info()
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                pss, rss = pss + getattr(info, "pss", info.rss), rss + info.rss
+            self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _rate(values: list[float]) -> tuple[float, float]:
+    mean = statistics.fmean(values)
+    return mean, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0)
+
+
+def summarize_episodes(path: Path) -> dict[str, float]:
+    episodes = list(read_trajectories(path))
+    success, success_se = _rate([float(t.success) for t in episodes])
+    turns = sum(t.num_turns for t in episodes)
+    invalid = sum(t.num_invalid_actions for t in episodes) / max(turns, 1)
+    return {"episodes": len(episodes), "success": success, "success_se": success_se, "invalid_action_rate": invalid}
+
+
+def paired_difference(before: Path, after: Path) -> dict[str, float]:
+    """Success after minus before on the same seeds: mean and standard error of the per-seed differences."""
+    first = {t.seed: float(t.success) for t in read_trajectories(before)}
+    second = {t.seed: float(t.success) for t in read_trajectories(after)}
+    seeds = sorted(first.keys() & second.keys())
+    mean, se = _rate([second[s] - first[s] for s in seeds])
+    return {"seeds": len(seeds), "difference": mean, "difference_se": se}
+
+
+def evaluate_base_model(config: dict, out: Path) -> None:
+    rollout, evaluation = config["rollout"], config["evaluation"]
+    temperature = rollout["temperature"] if evaluation["temperature"] is None else evaluation["temperature"]
+    env_overrides = [f"env.{k}={json.dumps(v)}" for k, v in config["env"].items() if k != "id" and v is not None]
+    command = [
+        sys.executable, "-m", "agents.eval", f"env={config['env']['id']}", *env_overrides, "agent=hf",
+        f"model={config['model']['name']}", f"episodes={evaluation['episodes']}", f"seed={evaluation['seed']}",
+        f"temperature={temperature}", f"max_new_tokens={rollout['max_new_tokens']}",
+        f"max_total_tokens={rollout['max_total_tokens']}", f"max_turns={rollout['max_turns']}", f"out={out}",
+        "progress=false",
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, text=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run-dir", default=None, help="where the run goes (default: a new temporary folder)")
+    parser.add_argument("--fresh-cache", action="store_true", help="start from an empty model cache")
+    parser.add_argument("overrides", nargs="*", help="trainer.run overrides (after --)")
+    args = parser.parse_args()
+    run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="turngym-learning-")) / "run"
+    environment = dict(os.environ)
+    if args.fresh_cache:
+        environment["TURNGYM_CACHE"] = tempfile.mkdtemp(prefix="turngym-cache-")
+    command = [sys.executable, "-m", "trainer.run", "env=sokoban", "algo=ppo", *args.overrides]
+    command += [f"trainer.run_dir={run_dir}", "trainer.progress=true"]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=environment)
+    memory = TreeMemory(process.pid)
+    if process.wait() != 0:
+        raise SystemExit(f"trainer.run failed with exit code {process.returncode}")
+    memory.stop()
+    wall_s = time.perf_counter() - started
+    records = read_metrics(run_dir)
+    import yaml
+
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    evaluations = sorted((run_dir / "evaluations").glob("step_*.jsonl"))
+    base = run_dir / "evaluations" / "base_model.jsonl"
+    evaluate_base_model(config, base)
+    steps = [r for r in records if r["step"] > 0]
+    checkpoints = sorted((run_dir / "checkpoints").glob("step_*"))
+    report = {
+        "command": " ".join(command[1:]),
+        "wall_s": wall_s,
+        "warmup_s": records[0].get("time/sft_s", 0.0),
+        "eval_s": [r["time/eval_s"] for r in records if "time/eval_s" in r],
+        "steps": len(steps),
+        "step_s_mean": statistics.fmean(r["time/step_s"] for r in steps),
+        "rollout_s_mean": statistics.fmean(r["time/rollout_s"] for r in steps),
+        "score_s_mean": statistics.fmean(r.get("time/score_s", 0.0) for r in steps),
+        "train_s_mean": statistics.fmean(r["time/train_s"] for r in steps),
+        "train_tokens_mean": statistics.fmean(r.get("train/tokens", 0.0) for r in steps),
+        "peak_pss_gib": memory.peak_pss / 2**30,
+        "peak_rss_gib": memory.peak_rss / 2**30,
+        "checkpoint_gib": sum(f.stat().st_size for f in checkpoints[-1].rglob("*") if f.is_file()) / 2**30
+        if checkpoints
+        else 0.0,
+        "before_warmup": summarize_episodes(base),
+        "after_warmup": summarize_episodes(evaluations[0]),
+        "after_rl": summarize_episodes(evaluations[-1]),
+        "rl_minus_warmup": paired_difference(evaluations[0], evaluations[-1]),
+        "held_out_curve": [(r["step"], r["eval/success_rate"]) for r in records if "eval/success_rate" in r],
+    }
+    (run_dir / "learning_run.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
