@@ -26,9 +26,7 @@ def goal_option_clicks(product: Product, goal: Goal, chosen: dict[str, str]) -> 
     for _, wanted in goal.options:
         value = wanted.lower() if wanted.lower() in by_value else None
         if value is None and by_value:
-            best = process.extractOne(
-                wanted, list(by_value), scorer=fuzz.token_set_ratio, processor=fuzzy_process
-            )
+            best = process.extractOne(wanted, list(by_value), scorer=fuzz.token_set_ratio, processor=fuzzy_process)
             value = best[0] if best is not None else None
         if value is not None and chosen.get(by_value[value]) != value and value not in clicks:
             clicks.append(value)
