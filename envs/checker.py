@@ -40,11 +40,11 @@ The checks (names as in :attr:`CheckReport.passed`):
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -156,13 +156,12 @@ def _env_name(env: gym.Env) -> str:
     return spec.id if spec is not None else type(env.unwrapped).__name__
 
 
-class _global_random_states_restored:
-    """Save Python's and NumPy's global random states and restore them on exit (checks perturb them)."""
-
-    def __enter__(self) -> None:
-        self.python_state = random.getstate()
-        self.numpy_state = np.random.get_state()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        random.setstate(self.python_state)
-        np.random.set_state(self.numpy_state)
+@contextlib.contextmanager
+def _global_random_states_restored() -> Iterator[None]:
+    """Python's and NumPy's global random states as they were before the block (the checks perturb them)."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)

@@ -371,7 +371,12 @@ def check_gymnasium(context: Context) -> None:
             check_env(context.env)
         except Exception as exc:
             raise Failure(f"Gymnasium's check_env failed: {type(exc).__name__}: {short(str(exc), 300)}") from exc
-    relevant = [str(w.message) for w in caught if "not having a spec" not in str(w.message)]
+    # Gymnasium's checker warns with UserWarning; others (a library's ResourceWarning, say) are not its findings.
+    relevant = [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, UserWarning) and "not having a spec" not in str(w.message)
+    ]
     _require(not relevant, f"Gymnasium's check_env warned: {short(relevant, 300)}; fix what it names")
 
 

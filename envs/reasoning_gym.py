@@ -38,6 +38,7 @@ import math
 import random
 import re
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -63,6 +64,7 @@ __all__ = [
 REASONING_GYM_VERSION = "0.1.25"
 REASONING_GYM_INSTALL = f"pip install reasoning-gym=={REASONING_GYM_VERSION}"
 
+_RECENT_QUESTIONS = 16  # generated (dataset object, entry) pairs kept per environment, by generator seed
 _ANSWER_PREFIX = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*[:=]?\s*", re.IGNORECASE)
 
 
@@ -228,6 +230,7 @@ class ReasoningGymEnv(TextEnv):
         self.instructions = _instructions(answer_tag, max_turns)
         self.action_format = f"reasoning, then <{answer_tag}>your final answer</{answer_tag}>"
         self._check_dataset()
+        self._recent: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
         self._requested_seed: int | None = None
         self.generator_seed = 0
         self._generator, self.entry = self._generate(0)
@@ -251,13 +254,22 @@ class ReasoningGymEnv(TextEnv):
             )
 
     def _generate(self, seed: int) -> tuple[Any, dict[str, Any]]:
+        # A few datasets load data files whenever they are built (arc_agi: about a second); groups of episodes
+        # that share a seed (GRPO) reuse the question generated for it.
+        if seed in self._recent:
+            self._recent.move_to_end(seed)
+            return self._recent[seed]
         try:
-            return generate_entry(self.dataset, self.config, seed)
+            generated = generate_entry(self.dataset, self.config, seed)
         except Exception as exc:  # a dataset that needs a download or rejects its config: say which and why
             raise UnavailableDatasetError(
                 f"reasoning-gym dataset {self.dataset!r} (config {self.config}) cannot generate a question here: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        self._recent[seed] = generated
+        if len(self._recent) > _RECENT_QUESTIONS:
+            self._recent.popitem(last=False)
+        return generated
 
     # ----------------------------------------------------------------------------------------------
     # TextEnv

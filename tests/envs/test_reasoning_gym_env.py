@@ -262,3 +262,11 @@ def test_config_lists_every_option_with_its_default():
     assert config.pop("id") == "reasoning_gym"
     assert config == {name: p.default for name, p in inspect.signature(ReasoningGymEnv).parameters.items()}
     assert envs.spec("reasoning_gym").gym_id == "turngym/ReasoningGym-v0"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", sorted(OFFLINE["working"]))
+def test_every_offline_dataset_passes_the_checker(dataset):
+    config = OFFLINE["working"][dataset].get("config")
+    report = check_text_env(lambda: envs.make("reasoning_gym", dataset=dataset, config=config), seeds=(0,))
+    assert report.ok and ("oracle" in report.passed) == OFFLINE["working"][dataset]["oracle"]
