@@ -7,6 +7,7 @@ and what to do, or :class:`Skip` when it does not apply; returning normally mean
 from __future__ import annotations
 
 import random
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -373,7 +374,7 @@ def check_gymnasium(context: Context) -> None:
             raise Failure(f"Gymnasium's check_env failed: {type(exc).__name__}: {short(str(exc), 300)}") from exc
     # Gymnasium's checker warns with UserWarning; others (a library's ResourceWarning, say) are not its findings.
     relevant = [
-        str(w.message)
+        re.sub(r"\x1b\[[0-9;]*m", "", str(w.message))  # Gymnasium colours its warnings
         for w in caught
         if issubclass(w.category, UserWarning) and "not having a spec" not in str(w.message)
     ]

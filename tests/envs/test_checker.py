@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import warnings
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -295,6 +297,24 @@ def test_plain_text_with_colour_codes():
     assert failures_of(AlwaysColoured)["render"] == (
         "render_text() contains ANSI escape codes: add colours only when color=True"
     )
+
+
+def test_gymnasium_warnings_fail_and_other_libraries_warnings_do_not():
+    class NoFps(GuessEnv):
+        metadata: ClassVar[dict] = {"render_modes": ["ansi"]}  # Gymnasium's checker wants render_fps too
+
+    assert failures_of(NoFps)["gymnasium"] == (
+        "Gymnasium's check_env warned: [\"WARN: No render fps was declared in the environment "
+        "(env.metadata['render_fps'] is None or not defined), rendering may occur at inconsistent fps.\"]; "
+        "fix what it names"
+    )
+
+    class LeakyLibrary(GuessEnv):
+        def _reset(self, options):
+            warnings.warn("a library left a file open", ResourceWarning, stacklevel=1)
+            return super()._reset(options)
+
+    assert check_text_env(LeakyLibrary).ok
 
 
 def test_an_env_that_is_not_a_text_env():
