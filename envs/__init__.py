@@ -86,6 +86,12 @@ def _register_builtins() -> None:
         gym_id="turngym/Verifiers-v0",
         description="A verifiers environment (environment=..., classic API) scored by its rubric; verifiers==0.3.1",
     )
+    register(
+        "reasoning_gym",
+        "envs.reasoning_gym:ReasoningGymEnv",
+        gym_id="turngym/ReasoningGym-v0",
+        description="A reasoning-gym dataset (dataset=...), one generated question per episode; reasoning-gym==0.1.25",
+    )
 
 
 _register_builtins()

@@ -17,16 +17,16 @@ __all__ = ["goal_option_clicks", "plan_purchase"]
 
 def goal_option_clicks(product: Product, goal: Goal, chosen: dict[str, str]) -> list[str]:
     """The option values to click on ``product``'s page so that every goal option is chosen."""
-    from rapidfuzz import fuzz, process, utils
+    from rapidfuzz import fuzz, process
+
+    from envs.webshop.reward import fuzzy_process
 
     by_value = {value: name for name, values in product.options.items() for value in values}
     clicks = []
     for _, wanted in goal.options:
         value = wanted.lower() if wanted.lower() in by_value else None
         if value is None and by_value:
-            best = process.extractOne(
-                wanted, list(by_value), scorer=fuzz.token_set_ratio, processor=utils.default_process
-            )
+            best = process.extractOne(wanted, list(by_value), scorer=fuzz.token_set_ratio, processor=fuzzy_process)
             value = best[0] if best is not None else None
         if value is not None and chosen.get(by_value[value]) != value and value not in clicks:
             clicks.append(value)

@@ -14,15 +14,23 @@
   below 0.1; then 0.0 if it is 0. Title noun overlap = |nouns(bought title) ∩ nouns(goal title)| /
   |nouns(goal title)|, 0.2 when the goal title has no nouns. Nouns are stored with each product.
 
-Fuzzy scores are those of ``thefuzz.fuzz.token_set_ratio``, which the original uses: the strings are
-lowercased, every character that is not a letter or digit becomes a space, and the rapidfuzz score is
-rounded to an integer before the comparison with 85.
+Fuzzy scores are those of ``thefuzz.fuzz.token_set_ratio``, which the original uses: characters
+U+0080-U+00FF are deleted (``force_ascii``), the strings are lowercased, every other character that is not a
+letter or digit becomes a space, and the rapidfuzz score is rounded to an integer before the comparison
+with 85. Colour words are the original's list (:data:`COLOR_WORDS`).
 
-Deliberate differences from the original code, where the spec chose otherwise: option matches are counted
-per goal option (the original counts per chosen option, matches size options exactly and also accepts an
-option value found in the title or text); the generated catalogue's vocabularies are built so that no two
-option values of a product match each other (see ``taxonomy.yaml``), which makes the two readings agree on
-it.
+Deliberate differences from the original code, where the spec chose otherwise:
+
+* Options are counted per goal option: a goal option matches if some chosen value scores above 85. The
+  original counts per chosen option: a "size" option only on exact equality, any other by the fuzzy score,
+  and, failing both, a chosen value found in the bought product's lowercased title, bullets or description
+  also counts. So on the original data (``data_dir``) the original can credit an option the goal did not
+  ask for, count more option matches than goal options (a reward above 1), or refuse a size that differs
+  only in punctuation ("x-large" against "x large"). The spec's reading keeps reward 1 meaning "every
+  asked-for option was chosen" and the reward within [0, 1]. On the generated catalogue the two agree:
+  its vocabularies are built so that no two option values of a product match each other (``taxonomy.yaml``).
+* Title nouns approximate spaCy's tags (see :mod:`envs.webshop.original`): spaCy's model cannot be
+  downloaded here.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ __all__ = [
     "RewardBreakdown",
     "attribute_matches",
     "fuzzy_match",
+    "fuzzy_process",
     "normalize_color",
     "option_matches",
     "score_purchase",
@@ -48,17 +57,25 @@ __all__ = [
 #: A fuzzy score above this (an integer 0-100) is a match.
 FUZZY_THRESHOLD = 85
 
-#: Colour words in alphabetical order; :func:`normalize_color` maps a value to the first one it contains.
+#: WebShop's colour words (``COLOR_SET`` of its ``web_agent_site/engine/normalize.py``), in its order, which is
+#: alphabetical: :func:`normalize_color` maps a value to the first one it contains. Some are not colours
+#: ("dark", "light", "natural", "christmas", "skull"): the original's list, kept as it is for fidelity.
 COLOR_WORDS: tuple[str, ...] = (
-    "amber", "apricot", "aqua", "auburn", "azure", "beige", "berry", "black", "blonde", "blue", "blush", "brass",
-    "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cherry", "chocolate",
-    "coffee", "cognac", "copper", "coral", "cream", "crimson", "denim", "ebony", "emerald", "fuchsia", "gold",
-    "graphite", "gray", "green", "grey", "indigo", "ivory", "khaki", "lavender", "lemon", "lilac", "lime",
-    "magenta", "maroon", "mauve", "mint", "mocha", "mustard", "navy", "nude", "oatmeal", "olive", "orange",
-    "peach", "pewter", "pink", "plum", "purple", "rainbow", "red", "rose", "ruby", "rust", "sage", "salmon",
-    "sand", "sapphire", "scarlet", "silver", "slate", "tan", "taupe", "teal", "terracotta", "turquoise",
-    "violet", "walnut", "white", "wine", "yellow",
+    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush",
+    "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah",
+    "chestnut", "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal",
+    "dark", "denim", "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite",
+    "grass", "gray", "green", "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon",
+    "leopard", "light", "lilac", "lime", "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha",
+    "multicolor", "mushroom", "mustard", "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink",
+    "plum", "purple", "rainbow", "red", "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver",
+    "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise",
+    "violet", "walnut", "wheat", "white", "wine", "yellow",
 )  # fmt: skip
+
+# thefuzz's force_ascii deletes the characters U+0080-U+00FF (accented Latin letters among them) before
+# rapidfuzz's processing; characters above U+00FF are left to that processing.
+_LATIN1_DELETED = {code: None for code in range(128, 256)}
 
 
 @dataclass(frozen=True)
@@ -83,7 +100,8 @@ class RewardBreakdown:
 def normalize_color(value: str) -> str:
     """The first colour word of :data:`COLOR_WORDS` that is a substring of ``value``, else ``value`` unchanged.
 
-    Substring, as in the original: "dark brown" and "light brown" both become "brown", "standard" becomes "tan".
+    Substring, in the list's order, as in the original: "dark brown" and "light brown" both become "brown"
+    ("brown" comes first), "dark green" and "dark red" both become "dark", "standard" becomes "tan".
     """
     for color in COLOR_WORDS:
         if color in value:
@@ -91,9 +109,15 @@ def normalize_color(value: str) -> str:
     return value
 
 
-def _process(text: str) -> str:
-    """thefuzz's full_process: lowercase, non-alphanumerics to spaces, stripped (ASCII letters and digits only)."""
-    return "".join(c if c.isascii() and c.isalnum() else " " for c in text.lower()).strip()
+def fuzzy_process(text: str) -> str:
+    """thefuzz's processing for ``token_set_ratio``: delete U+0080-U+00FF, then rapidfuzz's ``default_process``.
+
+    ``default_process`` lowercases, turns every character that is not a letter or digit into a space and
+    strips; so "Crème" becomes "crme" (the è deleted, not split into "cr me").
+    """
+    from rapidfuzz.utils import default_process
+
+    return default_process(text.translate(_LATIN1_DELETED))
 
 
 def fuzzy_match(a: str, b: str) -> bool:
@@ -102,7 +126,7 @@ def fuzzy_match(a: str, b: str) -> bool:
         from rapidfuzz import fuzz
     except ImportError as exc:  # pragma: no cover - exercised only without the dependency
         raise ImportError("WebShop's reward needs rapidfuzz: pip install 'rapidfuzz>=3'") from exc
-    pa, pb = _process(a), _process(b)
+    pa, pb = fuzzy_process(a), fuzzy_process(b)
     if not pa or not pb:
         return False  # thefuzz scores an empty string 0
     return round(fuzz.token_set_ratio(pa, pb)) > FUZZY_THRESHOLD

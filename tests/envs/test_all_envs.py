@@ -1,79 +1,43 @@
-"""Every registered environment (built-ins and installed plugins) keeps the Gymnasium and turngym contracts."""
+"""Every registered environment (built-ins and installed plugins) passes the conformance checker.
+
+:func:`envs.checker.check_text_env` runs Gymnasium's ``check_env`` and the turngym contract (standard
+info keys, hostile actions, seeding, episode end, messages, oracle, ...); the checker's own tests are
+in tests/envs/test_checker.py.
+"""
 
 from __future__ import annotations
 
-import warnings
-
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import envs
+from envs.checker import check_text_env
 
-ENV_IDS = envs.ids()
+# Environments whose default configuration needs a sandbox backend (Docker or bubblewrap).
+NEEDS_SANDBOX = {"code"}
+ENV_IDS = [
+    pytest.param(env_id, marks=pytest.mark.docker) if env_id in NEEDS_SANDBOX else env_id for env_id in envs.ids()
+]
+
+
+@pytest.fixture
+def ready(request: pytest.FixtureRequest, env_id: str) -> None:
+    if env_id in NEEDS_SANDBOX:
+        request.getfixturevalue("code_sandbox_ready")
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_check_env_passes_without_warnings(env_id):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        check_env(envs.make(env_id))
+def test_env_passes_the_conformance_checker(env_id, ready):
+    report = check_text_env(lambda: envs.make(env_id), seeds=(0, 1, 2))
+    assert report.ok and "gymnasium" in report.passed and "hostile_actions" in report.passed
+    if envs.spec(env_id).source == "turngym":  # every built-in's default configuration has an oracle
+        assert "oracle" in report.passed, report.skipped.get("oracle")
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_gymnasium_make_builds_the_same_environment(env_id):
+def test_gymnasium_make_builds_the_same_environment(env_id, ready):
     env = gym.make(envs.spec(env_id).gym_id)
     assert isinstance(env.unwrapped, envs.TextEnv)
     gym_observation, _ = env.reset(seed=11)
     own_observation, _ = envs.make(env_id).reset(seed=11)
     assert gym_observation == own_observation
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_same_seed_and_actions_give_the_same_episode(env_id):
-    def play(seed: int) -> list:
-        env = envs.make(env_id)
-        observation, info = env.reset(seed=seed)
-        record = [observation, info]
-        env.action_space.seed(seed)
-        for _ in range(3):
-            actions = env.valid_actions()
-            action = actions[env.turn % len(actions)] if actions else env.action_space.sample()
-            step = env.step(action)
-            record.append(step)
-            if step[2] or step[3]:
-                break
-        return record
-
-    assert play(5) == play(5)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_instructions_and_render(env_id):
-    env = envs.make(env_id)
-    env.reset(seed=0)
-    assert env.instructions.strip()
-    assert env.action_format.strip()
-    assert isinstance(env.render(), str) and env.render_text().strip()
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_hostile_actions_are_normal_steps(env_id):
-    hostile = ["", "\x00" * 100, "😀" * 10_000, "<answer>" * 50_000, "A" * 2_000_000, "\u202e||\u200d||</answer>"]
-    for action in hostile:
-        env = envs.make(env_id)
-        env.reset(seed=3)
-        observation, reward, terminated, truncated, info = env.step(action)
-        assert isinstance(observation, str) and len(observation) < 20_000
-        assert info["action_is_valid"] is False
-        assert reward <= -env.format_penalty + 1e-9
-
-
-@pytest.mark.parametrize("env_id", [i for i in ENV_IDS if envs.spec(i).source == "turngym"])
-def test_builtin_oracle_solves_the_default_episode(env_id):
-    for seed in range(5):
-        env = envs.make(env_id)
-        env.reset(seed=seed)
-        while not env.episode_over:
-            _, _, _, _, info = env.step(env.oracle()[0])
-        assert info["success"], f"{env_id} seed {seed}: the oracle did not solve the episode"

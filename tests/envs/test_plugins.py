@@ -45,6 +45,14 @@ def test_plugin_env_plays_to_the_end_with_its_oracle():
     assert (total, terminated, truncated, info["success"]) == (1.0, True, False, True)
 
 
+def test_plugin_envs_pass_the_conformance_checker():
+    from envs.checker import check_text_env
+
+    for env_id in ("countdown", "countdown-long", "countdown-short"):
+        report = check_text_env(lambda env_id=env_id: envs.make(env_id))
+        assert report.ok and "oracle" in report.passed and "gymnasium" in report.passed
+
+
 def test_broken_plugin_is_reported_by_name_and_skipped():
     errors = envs.plugin_errors()
     assert errors == {

@@ -8,8 +8,10 @@ import pytest
 from tiny_shop import HAIR, HAIR_GOAL, make_product
 
 from envs.webshop.reward import (
+    COLOR_WORDS,
     attribute_matches,
     fuzzy_match,
+    fuzzy_process,
     normalize_color,
     option_matches,
     score_purchase,
@@ -55,15 +57,69 @@ def test_fuzzy_match_is_thefuzz_token_set_ratio_above_85(a, b, expected):
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("dark brown", "brown"),  # "brown" comes before "dark"-anything alphabetically; "dark" is no colour word
+        ("dark brown", "brown"),  # "brown" comes before "dark" in the original's alphabetical list
         ("light brown", "brown"),  # so both browns normalise alike, as in the original
         ("mint green", "green"),  # "green" < "mint" in the alphabetical list
         ("standard", "tan"),  # substring matching: s-TAN-dard
         ("xl", "xl"),  # no colour word: unchanged
+        # The original's list has "dark", "light", "natural", ... and no "ruby" or "auburn":
+        ("dark green", "dark"),  # "dark" comes before "green": every dark colour becomes "dark"
+        ("dark red", "dark"),
+        ("light pink", "light"),  # "light" < "pink"
+        ("light blue", "blue"),  # but "blue" < "light"
+        ("natural", "natural"),
+        ("ruby red", "red"),  # no "ruby": "red" is the first word contained
+        ("auburn", "auburn"),  # not a colour word of the original: unchanged
+        ("stone washed", "ash"),  # substring: w-ASH-ed, and "ash" < "stone"
     ],
 )
 def test_normalize_color_maps_to_the_first_colour_word_contained(value, expected):
     assert normalize_color(value) == expected
+
+
+def test_colour_words_are_the_originals_in_its_order():
+    assert len(COLOR_WORDS) == 102 and list(COLOR_WORDS) == sorted(COLOR_WORDS)
+    assert {"dark", "light", "multicolor", "stonewash", "christmas"} <= set(COLOR_WORDS)
+    assert not {"ruby", "auburn", "berry", "emerald", "scarlet"} & set(COLOR_WORDS)
+
+
+@pytest.mark.parametrize(
+    ("text", "processed"),
+    [
+        ("Crème Brûlée", "crme brle"),  # è (U+00E8) and û (U+00FB) are deleted, as thefuzz's force_ascii does
+        ("Café-Noir!", "caf noir"),  # é deleted; "-" and "!" become spaces, then stripped
+        ("Œuvre Ł", "œuvre ł"),  # Œ (U+0152) and Ł (U+0141) lie above U+00FF: kept, and lowercased
+        ("  Heat-Resistant  ", "heat resistant"),
+    ],
+)
+def test_fuzzy_processing_deletes_latin1_accents_like_thefuzz(text, processed):
+    assert fuzzy_process(text) == processed
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        # "crme" vs "creme": no shared token, so the ratio of the strings: 2 * 4 / (4 + 5) = 88.9 -> 89 > 85.
+        # (Splitting è into a space instead gives "cr me" vs "creme": 2 * 4 / 10 = 80, no match.)
+        ("crème", "creme", True),
+        ("naïve", "naive", True),  # "nave" vs "naive": 2 * 4 / 9 = 88.9 -> 89
+        ("straße", "strasse", False),  # "strae" vs "strasse": 2 * 5 / 12 = 83.3 -> 83, not above 85
+    ],
+)
+def test_fuzzy_match_on_accented_text(a, b, expected):
+    assert fuzzy_match(a, b) is expected
+
+
+def test_original_data_reward_with_accents_and_dark_colours():
+    # A product as the original data has them: an accented attribute, a "dark ..." colour.
+    # Attributes: "creme" vs the product's "Crème": 89 > 85 -> 1 of 1.
+    # Options: "dark red" and "dark green" both normalise to "dark" -> 100 -> 1 of 1.
+    # Price 25 <= 30 -> 1. Total (1 + 1 + 1) / (1 + 1 + 1) = 1; same query -> type factor 1: reward 1.0.
+    # (With accents split into spaces and without "dark" among the colours it was (0 + 0 + 1) / 3.)
+    product = make_product("B0CREME001", "Acme Lipstick", attributes=("Crème",), price=25.0)
+    goal = replace(GOAL, attributes=("creme",), options=(("color", "dark green"),), price_upper=30.0)
+    breakdown = score_purchase(product, goal, {"color": "dark red"})
+    assert (breakdown.attribute_matches, breakdown.option_matches, breakdown.reward) == (1, 1, 1.0)
 
 
 # --------------------------------------------------------------------------------------------------

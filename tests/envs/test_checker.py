@@ -1,0 +1,374 @@
+"""The conformance checker catches what it claims: each deliberately broken environment fails with its message."""
+
+from __future__ import annotations
+
+import random
+import re
+import warnings
+from typing import ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs
+from envs.__main__ import main as envs_cli
+from envs.actions import parse_actions
+from envs.checker import HOSTILE_ACTIONS, CheckReport, EnvCheckError, check_text_env
+
+
+class GuessEnv(envs.TextEnv):
+    """A conforming environment: guess a hidden digit; wrong guesses say higher or lower."""
+
+    instructions = "Guess the hidden digit 0-9. Answer with one digit."
+    action_format = "a digit, e.g. 5"
+
+    def __init__(self, *, max_turns: int | None = 4, format_penalty: float = 0.1, render_mode: str | None = "ansi"):
+        super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
+        self.secret = 0
+
+    def _reset(self, options):
+        self.secret = int(self.np_random.integers(0, 10))
+        return "I am thinking of a digit.", {}
+
+    def _step(self, action):
+        parsed = parse_actions(action, [str(d) for d in range(10)], max_actions=1)
+        if not parsed.is_valid:
+            return envs.StepOutcome("Invalid: answer one digit.", action_is_valid=False)
+        guess = int(parsed.actions[0])
+        if guess == self.secret:
+            return envs.StepOutcome("Correct!", reward=1.0, terminated=True, success=True)
+        return envs.StepOutcome("Higher." if guess < self.secret else "Lower.", metrics={"guess": guess})
+
+    def render_text(self, color=False):
+        return f"\x1b[1msecret={self.secret}\x1b[0m" if color else f"secret={self.secret}"
+
+    def oracle(self):
+        return [] if self.episode_over else [str(self.secret)]
+
+    def valid_actions(self):
+        return [str(d) for d in range(10)]
+
+
+def failures_of(env_class) -> dict[str, str]:
+    with pytest.raises(EnvCheckError) as caught:
+        check_text_env(env_class)
+    return caught.value.failures
+
+
+def test_a_conforming_env_passes_every_check_and_reports_them():
+    report = check_text_env(GuessEnv, seeds=(0, 1, 2))
+    assert isinstance(report, CheckReport) and report.ok and report.skipped == {}
+    assert report.passed == [
+        "text_env",
+        "reset_info",
+        "step_info",
+        "episode_end",
+        "hostile_actions",
+        "determinism",
+        "messages",
+        "valid_actions",
+        "oracle",
+        "render",
+        "gymnasium",
+    ]
+    assert report.summary().startswith("GuessEnv: 11 passed, 0 skipped, 0 failed in ")
+
+
+def test_an_instance_works_too_and_gymnasium_can_be_left_out():
+    report = check_text_env(GuessEnv(), gymnasium_check=False)
+    assert report.ok and "gymnasium" not in report.passed and len(report.passed) == 10
+
+
+def test_checks_that_do_not_apply_are_skipped_with_the_reason():
+    class NoOracleOpenEnded(GuessEnv):
+        def oracle(self):
+            return None
+
+        def valid_actions(self):
+            return None
+
+    report = check_text_env(NoOracleOpenEnded)
+    assert report.ok
+    assert report.skipped == {
+        "valid_actions": "valid_actions() is None (an open-ended action set)",
+        "oracle": "oracle() is None after reset for every seed (no oracle)",
+    }
+
+
+def test_the_global_random_states_are_left_as_they_were():
+    random.seed(123)
+    np.random.seed(123)
+    python_state, numpy_first = random.getstate(), np.random.get_state()[1].copy()
+    check_text_env(GuessEnv)
+    assert random.getstate() == python_state and (np.random.get_state()[1] == numpy_first).all()
+
+
+def test_truncated_reported_when_the_task_was_solved():
+    class TruncatesWhenSolved(GuessEnv):
+        def _step(self, action):
+            outcome = super()._step(action)
+            if outcome.success:  # wrong: solving ends the task, which is termination
+                return envs.StepOutcome("Correct!", reward=1.0, truncated=True, success=True)
+            return outcome
+
+    failures = failures_of(TruncatesWhenSolved)
+    assert list(failures) == ["oracle"]
+    assert re.search(
+        r"seed 0: following the oracle ended with success=True, terminated=False, truncated=True: a solved task "
+        r"ends the episode with terminated=True",
+        failures["oracle"],
+    )
+
+
+def test_terminated_and_truncated_both_true():
+    class BothFlags(GuessEnv):
+        def step(self, action):
+            observation, reward, terminated, truncated, info = super().step(action)
+            return observation, reward, terminated, terminated or truncated, info
+
+    failures = failures_of(BothFlags)
+    assert "episode_end" in failures
+    assert (
+        "returned terminated=True and truncated=True: when the task itself ends, report terminated only"
+        in (failures["episode_end"])
+    )
+
+
+def test_missing_standard_info_key():
+    class NoMetrics(GuessEnv):
+        def step(self, action):
+            observation, reward, terminated, truncated, info = super().step(action)
+            del info["metrics"]
+            return observation, reward, terminated, truncated, info
+
+    failures = failures_of(NoMetrics)
+    assert failures["step_info"].startswith(
+        "step 1 after reset(seed=0) returned info without the standard key(s) ['metrics']: every reset and step "
+        "info holds success, action_is_valid, metrics and turn"
+    )
+
+
+def test_standard_info_key_of_the_wrong_type():
+    class IntSuccess(GuessEnv):
+        def reset(self, *, seed=None, options=None):
+            observation, info = super().reset(seed=seed, options=options)
+            return observation, {**info, "success": 0}
+
+    failures = failures_of(IntSuccess)
+    assert failures["reset_info"] == "reset(seed=0) returned info['success'] = 0 of type int: it must be a bool"
+
+
+def test_nondeterministic_seeding_through_the_global_random_module():
+    class GlobalRandom(GuessEnv):
+        def _reset(self, options):
+            self.secret = random.randint(0, 9)  # wrong: ignores reset's seed
+            return f"I am thinking of a digit (hint: not {(self.secret + 1) % 10}).", {}
+
+    failures = failures_of(GlobalRandom)
+    assert re.match(
+        r"reset\(seed=0\) and the same actions played twice on the same instance differ: reset gave .* Draw every "
+        r"random number from self.np_random",
+        failures["determinism"],
+    )
+
+
+def test_state_carried_over_between_episodes_is_nondeterminism_too():
+    class CountsEpisodes(GuessEnv):
+        episodes = 0
+
+        def _reset(self, options):
+            observation, info = super()._reset(options)
+            self.episodes += 1
+            return f"{observation} Episode {self.episodes}.", info
+
+    assert "the same instance differ" in failures_of(CountsEpisodes)["determinism"]
+
+
+def test_raising_on_a_hostile_action():
+    class Strict(GuessEnv):
+        def _step(self, action):
+            int(action)  # wrong: model text may be anything
+            return super()._step(action)
+
+    message = failures_of(Strict)["hostile_actions"]
+    assert message.startswith(
+        "step('') raised ValueError: invalid literal for int() with base 10: ''; parse model text"
+    )
+    assert "StepOutcome(..., action_is_valid=False), never an exception" in message
+
+
+def test_unreadable_text_marked_valid_or_unpenalised():
+    class AcceptsAnything(GuessEnv):
+        def _step(self, action):
+            return envs.StepOutcome("Noted.")
+
+    assert (
+        "was marked action_is_valid=True: text the environment cannot read must be flagged invalid"
+        in (failures_of(AcceptsAnything)["hostile_actions"])
+    )
+
+    class PaysForJunk(GuessEnv):
+        def _step(self, action):
+            outcome = super()._step(action)
+            return envs.StepOutcome(outcome.observation, reward=0.5, action_is_valid=outcome.action_is_valid)
+
+    # 0.5 - 0.1 = 0.4 > -0.1: junk earns more than the penalty allows
+    assert "step('') earned 0.4, more than -format_penalty = -0.1" in failures_of(PaysForJunk)["hostile_actions"]
+
+
+def test_echoing_a_huge_action_back():
+    class Echo(GuessEnv):
+        def _step(self, action):
+            outcome = super()._step(action)
+            return envs.StepOutcome(f"You said: {action}", action_is_valid=outcome.action_is_valid)
+
+    message = failures_of(Echo)["hostile_actions"]
+    # "You said: " (10 characters) + 400,000 characters of "<answer>" * 50,000 (the emoji's 10,010 fit the bound)
+    assert "returned an observation of 400010 characters: do not echo the action back in full" in message
+
+
+def test_a_step_after_the_end_that_does_not_raise():
+    class Endless(GuessEnv):
+        def step(self, action):
+            self._episode_over = False  # wrong: hides the end of the episode
+            return super().step(action)
+
+    assert failures_of(Endless)["episode_end"].startswith(
+        "step() after the episode ended returned normally: raise RuntimeError('... call reset() first')"
+    )
+
+
+def test_a_non_str_action_must_raise_type_error():
+    class Coerces(GuessEnv):
+        def step(self, action):
+            return super().step(str(action))
+
+    assert failures_of(Coerces)["episode_end"].startswith("step(42) did not raise TypeError")
+
+
+def test_instructions_that_change_with_the_seed():
+    class PromptPerEpisode(GuessEnv):
+        def _reset(self, options):
+            observation, info = super()._reset(options)
+            self.instructions = f"Guess the digit. Game number {self.np_random.integers(1000)}."
+            return observation, info
+
+    assert failures_of(PromptPerEpisode)["text_env"].startswith("instructions differ between seeds [0, 1, 2]")
+
+
+def test_an_observation_that_is_not_the_recorded_one():
+    class Shouting(GuessEnv):
+        def step(self, action):
+            observation, *rest = super().step(action)
+            return (observation.upper(), *rest)
+
+    failures = failures_of(Shouting)
+    assert "but messages() recorded" in failures["messages"]
+
+
+def test_an_oracle_that_does_not_solve_the_task():
+    class WrongOracle(GuessEnv):
+        def oracle(self):
+            return [] if self.episode_over else [str((self.secret + 1) % 10)]
+
+    assert (
+        "following the oracle ended with success=False, terminated=False, truncated=True"
+        in (failures_of(WrongOracle)["oracle"])
+    )
+
+
+def test_valid_actions_that_step_rejects():
+    class Liar(GuessEnv):
+        def valid_actions(self):
+            return ["eleven"]
+
+    failures = failures_of(Liar)
+    assert failures["valid_actions"] == (
+        "valid_actions() listed eleven but step marked it invalid: list only actions step accepts"
+    )
+
+
+def test_plain_text_with_colour_codes():
+    class AlwaysColoured(GuessEnv):
+        def render_text(self, color=False):
+            return "\x1b[1msecret\x1b[0m"
+
+    assert failures_of(AlwaysColoured)["render"] == (
+        "render_text() contains ANSI escape codes: add colours only when color=True"
+    )
+
+
+def test_gymnasium_warnings_fail_and_other_libraries_warnings_do_not():
+    class NoFps(GuessEnv):
+        metadata: ClassVar[dict] = {"render_modes": ["ansi"]}  # Gymnasium's checker wants render_fps too
+
+    assert failures_of(NoFps)["gymnasium"] == (
+        "Gymnasium's check_env warned: [\"WARN: No render fps was declared in the environment "
+        "(env.metadata['render_fps'] is None or not defined), rendering may occur at inconsistent fps.\"]; "
+        "fix what it names"
+    )
+
+    class LeakyLibrary(GuessEnv):
+        def _reset(self, options):
+            warnings.warn("a library left a file open", ResourceWarning, stacklevel=1)
+            return super()._reset(options)
+
+    assert check_text_env(LeakyLibrary).ok
+
+
+def test_an_env_that_is_not_a_text_env():
+    class Plain(gym.Env):
+        observation_space = gym.spaces.Discrete(2)
+        action_space = gym.spaces.Discrete(2)
+
+    report = check_text_env(Plain(), raise_on_failure=False)
+    assert not report.ok and report.passed == []
+    assert report.failures["text_env"].startswith("Plain is not an envs.TextEnv: subclass envs.TextEnv")
+
+
+def test_error_message_lists_every_failure():
+    class Broken(GuessEnv):
+        instructions = ""
+
+        def _step(self, action):
+            int(action)
+            return super()._step(action)
+
+    with pytest.raises(EnvCheckError) as caught:
+        check_text_env(Broken)
+    text = str(caught.value)
+    assert text.startswith(f"Broken failed {len(caught.value.failures)} conformance check(s):\n- text_env: ")
+    assert "\n- hostile_actions: step('') raised ValueError" in text
+
+
+def test_hostile_actions_are_the_documented_ones_and_may_be_replaced():
+    assert HOSTILE_ACTIONS[0] == "" and max(len(a) for a in HOSTILE_ACTIONS) == 2_000_000
+
+    class ReadsEverything(GuessEnv):
+        def _step(self, action):
+            return envs.StepOutcome("Noted.")  # every text is a move here, so its own list has none
+
+        def oracle(self):
+            return None
+
+    assert check_text_env(ReadsEverything, hostile_actions=(), gymnasium_check=False).ok
+
+
+def test_cli_checks_a_registered_env_and_returns_its_status(capsys):
+    envs.register("checker-guess", GuessEnv)
+
+    class Strict(GuessEnv):
+        def _step(self, action):
+            return super()._step(str(int(action)))
+
+    envs.register("checker-strict", Strict)
+    try:
+        assert envs_cli(["check", "checker-guess", "max_turns=3", "--seeds", "4,5"]) == 0
+        assert "turngym/checker-guess: 11 passed, 0 skipped, 0 failed" in capsys.readouterr().out
+        assert envs_cli(["check", "checker-strict"]) == 1
+        assert "FAILED  hostile_actions: step('') raised ValueError" in capsys.readouterr().out
+        assert envs_cli(["check", "checker-guess", "max_turn=3"]) == 2
+        assert "does not accept 'max_turn' (did you mean 'max_turns'?)" in capsys.readouterr().out
+    finally:
+        envs.unregister("checker-guess", "checker-strict")
