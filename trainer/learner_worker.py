@@ -274,15 +274,14 @@ class ModelWorker:
         return {name: tensor.detach().float() for name, tensor in state.items()}
 
     def save_checkpoint(self, directory: str) -> None:
-        """Sharded model and optimizer (torch.distributed.checkpoint), the schedule and this rank's RNG."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict
+        """Sharded model and optimizer (torch.distributed.checkpoint), the schedule and this rank's RNG.
 
-        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
-        state = {"model": model_state}
-        if self.optimizer is not None:
-            state["optim"] = optim_state
-        dcp.save(state, checkpoint_id=os.path.join(directory, "dcp"))
+        With LoRA only the trained weights are saved (adapters, and the critic's value head): the frozen
+        weights under them are the model the run started from, which the run directory keeps once.
+        """
+        import torch.distributed.checkpoint as dcp
+
+        dcp.save(self._checkpoint_state(), checkpoint_id=os.path.join(directory, "dcp"))
         extra = {"optimizer_steps": self.optimizer_steps, "rng": rng_state()}
         if self.optimizer is not None:
             extra["scheduler"] = self.scheduler.state_dict()
@@ -290,21 +289,35 @@ class ModelWorker:
 
     def load_checkpoint(self, directory: str) -> None:
         import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
-        state = {"model": model_state}
-        if self.optimizer is not None:
-            state["optim"] = optim_state
+        state = self._checkpoint_state()
         dcp.load(state, checkpoint_id=os.path.join(directory, "dcp"))
         set_state_dict(
-            self.model, self.optimizer or [], model_state_dict=state["model"], optim_state_dict=state.get("optim", {})
+            self.model,
+            self.optimizer or [],
+            model_state_dict=state["model"],
+            optim_state_dict=state.get("optim", {}),
+            options=StateDictOptions(strict=self.spec.lora.rank == 0),
         )
         extra = torch.load(os.path.join(directory, f"rank{self.rank}.pt"), weights_only=False)
         self.optimizer_steps = extra["optimizer_steps"]
         if self.optimizer is not None:
             self.scheduler.load_state_dict(extra["scheduler"])
         set_rng_state(extra["rng"])
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """What a checkpoint holds: the model's state (its trained weights only, with LoRA) and the optimizer's."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_state, optim_state = get_state_dict(self.model, self.optimizer or [])
+        if self.spec.lora.rank > 0:
+            trained = {name for name, p in self.model.named_parameters() if p.requires_grad}
+            model_state = {name: t for name, t in model_state.items() if name in trained}
+        state = {"model": model_state}
+        if self.optimizer is not None:
+            state["optim"] = optim_state
+        return state
 
     def save_pretrained(self, directory: str, source: str) -> None:
         """Write the policy in Hugging Face format (``from_pretrained`` loads it) with ``source``'s tokenizer."""

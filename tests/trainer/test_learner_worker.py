@@ -46,7 +46,7 @@ def worker(role: str = "actor", **spec) -> ModelWorker:
     return w
 
 
-def update(w: ModelWorker) -> dict[str, float]:
+def update(w: ModelWorker):
     b = batch()
     return w.update_policy(b, Aggregation("token-mean", float(b.response_mask.sum()), 3.0), PolicyLossSpec(), 2)
 
@@ -104,6 +104,29 @@ def test_export_and_checkpoint_round_trip(tmp_path):
     assert after_loaded.lr == pytest.approx(after_saved.lr)  # the schedule was restored (warm-up step 2)
     for name, tensor in w.full_state_dict().items():
         torch.testing.assert_close(tensor, continued[name], atol=1e-6, rtol=0)
+
+
+def test_a_lora_checkpoint_holds_only_the_trained_weights_and_restores_them(tmp_path):
+    w = worker(lora=LoraSpec(rank=4, alpha=8.0))
+    before = w.compute_logprobs(batch(), 1.0, 2)
+    update(w)
+    w.save_checkpoint(str(tmp_path / "actor"))
+    saved = copy.deepcopy(w.full_state_dict())
+    after_saved = update(w)
+    import torch.distributed.checkpoint as dcp
+
+    reader = dcp.FileSystemReader(str(tmp_path / "actor" / "dcp"))
+    model_keys = [k for k in reader.read_metadata().state_dict_metadata if k.startswith("model.")]
+    assert model_keys and all("lora_" in k for k in model_keys)  # the frozen base is not in it
+    w.load_checkpoint(str(tmp_path / "actor"))
+    for name, tensor in w.full_state_dict().items():
+        torch.testing.assert_close(tensor, saved[name], atol=0, rtol=0)
+    assert update(w).losses["policy_loss"] == pytest.approx(after_saved.losses["policy_loss"], rel=1e-5)
+    # The reference of a LoRA actor is the actor with its adapters off: the weights before any update.
+    torch.testing.assert_close(w.compute_logprobs(batch(), 1.0, 2, base=True), before, atol=1e-6, rtol=0)
+    assert (w.compute_logprobs(batch(), 1.0, 2) - before).abs().max() > 1e-4
+    with pytest.raises(ValueError, match="lora_rank"):
+        worker().compute_logprobs(batch(), 1.0, 2, base=True)
 
 
 def test_learning_rate_schedule_by_hand():

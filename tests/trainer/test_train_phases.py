@@ -1,0 +1,89 @@
+"""The warm-up and held-out evaluation sections: defaults, checks, schedule, and what the env is told."""
+
+from __future__ import annotations
+
+import pytest
+from test_train_config import train_config, usage_error
+
+from agents.trajectory import Trajectory
+from trainer.evaluation import evaluation_due, held_out_metrics
+from trainer.progress import ProgressDisplay, progress_line
+
+
+def test_defaults_warm_up_when_there_is_an_oracle_and_evaluate_64_held_out_seeds():
+    config = train_config()
+    assert (config.sft.warmup, config.sft.source, config.sft.episodes, config.sft.seed) == (
+        "auto",
+        "oracle",
+        256,
+        10**6,
+    )
+    evaluation = config.evaluation
+    assert (evaluation.enabled, evaluation.episodes, evaluation.seed, evaluation.every) == (True, 64, 10_000, 5)
+
+
+def test_the_env_is_told_the_runs_turn_limit():
+    # configs/env/sokoban.yaml says 5 turns; the run plays 3 (rollout.max_turns): the env must know, so that its
+    # levels fit 3 x 5 moves and its status line counts them.
+    assert train_config().env["max_turns"] == 3
+    assert train_config("rollout.max_turns=8").env["max_turns"] == 5  # the env's own, tighter limit stays
+    assert train_config("rollout.max_turns=null").env["max_turns"] == 5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        (["evaluation.seed=3"], ["training seeds [0, 80)", "evaluation seeds [3, 67)", "move evaluation.seed"]),
+        (["sft.seed=10010"], ["sft seeds [10010, 10266)", "evaluation seeds [10000, 10064)"]),
+        (["sft.warmup=maybe"], ["unknown sft.warmup 'maybe'"]),
+        (["sft.source=files"], ["sft.files=[path.jsonl,...]"]),
+        (["sft.epochs=0"], ["sft.epochs must be >= 1"]),
+        (["evaluation.temperature=-1"], ["evaluation.temperature must be >= 0"]),
+        (["algo.filter_groups=0"], ["algo.filter_groups is a fraction in (0, 1]"]),
+    ],
+)
+def test_bad_phase_settings_name_the_fix(overrides, fragments):
+    message = usage_error(*overrides)
+    assert all(fragment in message for fragment in fragments), message
+
+
+def test_evaluation_runs_before_the_first_update_every_n_steps_and_after_the_last():
+    config = train_config("trainer.total_steps=12", "evaluation.every=5")
+    assert [s for s in range(13) if evaluation_due(config, s)] == [0, 5, 10, 12]
+    config = train_config("trainer.total_steps=3", "evaluation.every=0")
+    assert [s for s in range(4) if evaluation_due(config, s)] == [0, 3]
+    assert not any(evaluation_due(train_config("evaluation.enabled=false"), s) for s in range(11))
+
+
+def test_held_out_metrics_by_hand():
+    def episode(seed, success, turns, invalid):
+        return Trajectory("sokoban", seed, str(seed), success=success, num_turns=turns, num_invalid_actions=invalid)
+
+    metrics = held_out_metrics(
+        [episode(0, True, 1, 0), episode(1, False, 3, 1), episode(2, False, 2, 0), episode(3, True, 2, 0)]
+    )
+    # success 2/4; sample std of (1, 0, 0, 1) = sqrt(1/3), standard error sqrt(1/3) / 2 = 0.2887; invalid 1 of 8 turns.
+    assert metrics["eval/success_rate"] == 0.5
+    assert metrics["eval/success_stderr"] == pytest.approx(0.288675, abs=1e-6)
+    assert metrics["eval/invalid_action_rate"] == 1 / 8 and metrics["eval/turns"] == 2.0
+
+
+def test_the_progress_line_keeps_showing_the_last_held_out_figures():
+    line = progress_line(5, 10, {"eval/success_rate": 0.3125, "eval/success_stderr": 0.058, "reward/mean": 1.0}, None)
+    assert line == "step 5/10  held-out 31.2%±5.8  reward 1.00"
+    lines = []
+
+    class Console:
+        is_terminal = False
+
+        def print(self, text, **_):
+            lines.append(text)
+
+    progress = ProgressDisplay(10, console=Console(), clock=lambda: 0.0)
+    progress.say("warm-up: step 1/4")
+    progress.begin(0)
+    progress.update(1, {"eval/success_rate": 0.25, "eval/success_stderr": 0.05, "actor/kl_ref": 0.00123})
+    progress.update(2, {"episode/invalid_action_rate": 0.02})
+    assert lines[0] == "warm-up: step 1/4"
+    assert lines[1].startswith("step 1/10  held-out 25.0%±5.0  kl 0.0012")
+    assert lines[2].startswith("step 2/10  held-out 25.0%±5.0  invalid 2.0%")  # the last evaluation stays shown
