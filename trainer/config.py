@@ -165,6 +165,7 @@ class TrainerOptions:
     samples_per_step: int = 8
     progress: bool = True
     ray_address: str | None = None  # null: a local Ray
+    max_failed_steps: int = 2  # stop when every group fails in this many consecutive steps; 0: never
 
 
 @dataclass
@@ -333,7 +334,7 @@ def _check_trainer(config: TrainConfig) -> None:
     trainer = config.trainer
     for name in ("total_steps", "groups_per_step", "micro_batch_size", "cpu_ranks", "keep_checkpoints"):
         _require(getattr(trainer, name) >= 1, f"trainer.{name} must be >= 1, got {getattr(trainer, name)}")
-    for name in ("checkpoint_every", "sample_every", "samples_per_step", "n_gpus", "seed"):
+    for name in ("checkpoint_every", "sample_every", "samples_per_step", "n_gpus", "seed", "max_failed_steps"):
         _require(getattr(trainer, name) >= 0, f"trainer.{name} must be >= 0, got {getattr(trainer, name)}")
     _require(trainer.threads is None or trainer.threads >= 1, "trainer.threads must be >= 1 or null")
     for name in ("lr", "critic_lr"):

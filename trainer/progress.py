@@ -70,7 +70,11 @@ def progress_line(
 
 
 def _stats_parts(metrics: Mapping[str, float], eta_s: float | None, elapsed_s: float | None) -> list[str]:
-    parts = [f"{label} {show(float(metrics[key]))}" for key, label, show in _FIELDS if key in metrics]
+    parts = []
+    dropped = float(metrics.get("rollout/groups_dropped", 0.0))
+    if dropped:  # a step that trained on fewer groups, or on none, says so first
+        parts.append(f"dropped {dropped:.0f}/{float(metrics.get('rollout/groups_requested', dropped)):.0f} groups")
+    parts += [f"{label} {show(float(metrics[key]))}" for key, label, show in _FIELDS if key in metrics]
     if elapsed_s is not None:
         parts.append(f"elapsed {format_duration(elapsed_s)}")
     if eta_s is not None:

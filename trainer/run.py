@@ -65,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     print_config = "--cfg" in args
     overrides = [a for a in args if a != "--cfg"]
     flags = [a for a in overrides if a.startswith("-")]
+    from agents.cli import FAILURE_EXIT, print_error
+
     if flags:
-        print(f"trainer.run: error: unknown flag {flags[0]!r}; flags are --help and --cfg", file=sys.stderr)
-        return 2
+        return print_error(f"unknown flag {flags[0]!r}; flags are --help and --cfg")
     from agents.config import UsageError
     from trainer.config import compose_train_config, to_train_config
+    from trainer.faults import RunFailedError
 
     try:
         cfg = compose_train_config(overrides)
@@ -79,17 +81,27 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(OmegaConf.to_yaml(cfg))
             return 0
         config = to_train_config(cfg)
+        run_dir = train(config)
     except UsageError as exc:
-        print(f"trainer.run: error: {exc}", file=sys.stderr)
-        return 2
-    run_dir = train(config)
+        return print_error(exc)
+    except RunFailedError as exc:
+        return print_error(exc, FAILURE_EXIT)
     print(f"run directory: {run_dir}")
     return 0
 
 
 def train(config: TrainConfig, *, setup: Callable[[], None] | None = None) -> Path:
-    """Run ``config`` to its last step; returns the run directory. ``setup`` runs first in every env actor."""
-    return asyncio.run(_train(config, setup))
+    """Run ``config`` to its last step; returns the run directory. ``setup`` runs first in every env actor.
+
+    Raises :class:`~agents.config.UsageError` before anything heavy starts if the run cannot work
+    (:func:`trainer.preflight.preflight`), :class:`trainer.faults.RunFailedError` if it stops early.
+    """
+    from trainer.console import run_console
+    from trainer.preflight import preflight
+
+    with run_console(config.trainer.progress):
+        preflight(config, setup)
+        return asyncio.run(_train(config, setup))
 
 
 async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
@@ -147,6 +159,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         metrics.update(timing_metrics(metrics, started, train_started))
         c.writer.write(step, metrics)
         c.progress.update(step, metrics)
+        c.faults.after_step(step, result)  # logs dropped groups; stops after trainer.max_failed_steps failed steps
         if config.trainer.sample_every and step % config.trainer.sample_every == 0:
             c.write_samples(step, [t for group in result.groups for t in group])
         if (config.trainer.checkpoint_every and step % config.trainer.checkpoint_every == 0) or (

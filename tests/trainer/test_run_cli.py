@@ -55,7 +55,7 @@ def test_an_unknown_flag_is_a_one_line_error(capsys):
     assert main(["env=sokoban", "--dry-run"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "trainer.run: error: unknown flag '--dry-run'; flags are --help and --cfg\n"
+    assert err == "turngym: error: unknown flag '--dry-run'; flags are --help and --cfg\n"
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_a_bad_config_returns_2_before_anything_starts(argv, words, capsys):
     assert main(argv) == 2
     elapsed = time.perf_counter() - started
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("trainer.run: error: ") and err.count("\n") == 1
+    assert out == "" and err.startswith("turngym: error: ") and err.count("\n") == 1
     for word in words:
         assert word in err, (word, err)
     assert elapsed < 10, f"{elapsed:.1f} s: something heavy started before the config was checked"
