@@ -41,7 +41,7 @@ overrides of configs/train.yaml (each group's file documents its keys):
   engine=hf             hf (embedded transformers engine) | sglang (engine.urls=[http://host:port])
   rollout.*             temperature, max_new_tokens, max_total_tokens, max_turns, num_env_actors
   trainer.*             total_steps, groups_per_step, micro_batch_size, n_gpus, run_dir, resume,
-                        checkpoint_every, sample_every, seed
+                        checkpoint_every, sample_every, seed, max_failed_steps
   optim.* logging.*     AdamW and schedule; tensorboard, wandb, plot
 
 A run writes to trainer.run_dir (default runs/train/<env>-<algo>-<time>): config.yaml, metrics.jsonl,

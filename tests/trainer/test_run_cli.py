@@ -99,3 +99,18 @@ def test_python_dash_m_help_is_fast():
     assert result.returncode == 0, result.stderr
     assert result.stdout == USAGE and result.stderr == ""
     assert elapsed < 10, f"python -m trainer.run --help took {elapsed:.1f} s"
+
+
+def test_a_run_that_stops_early_exits_1_with_its_one_line_reason(monkeypatch, capsys):
+    from trainer.faults import RunFailedError
+
+    def stops(config):
+        raise RunFailedError("every group failed in 2 steps in a row (trainer.max_failed_steps=2), so the run stopped")
+
+    monkeypatch.setattr(trainer.run, "train", stops)
+    assert main(["env=sokoban", "model=tiny"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "turngym: error: every group failed in 2 steps in a row (trainer.max_failed_steps=2), so the run stopped\n"
+    )
