@@ -358,7 +358,8 @@ def _check_engine_and_devices(config: TrainConfig) -> None:
     check_choice("engine.kind", engine.kind, ENGINES)
     check_choice("engine.device", engine.device, ("auto", "cpu", "cuda"))
     check_choice("engine.dtype", engine.dtype, ("auto", "float32", "bfloat16", "float16"))
-    cuda = _cuda_devices()
+    # Counting CUDA devices imports torch (seconds): only when a setting asks for CUDA.
+    cuda = _cuda_devices() if config.trainer.n_gpus or engine.device == "cuda" or engine.launch else 0
     _require(
         config.trainer.n_gpus <= cuda,
         f"trainer.n_gpus={config.trainer.n_gpus} but this machine has {cuda} CUDA device(s): "
