@@ -8,8 +8,10 @@
 Each update shows the step out of the total, the time elapsed, the estimated time left, the mean
 reward, the success rate, the rollout throughput and the step's duration, from the metric names the
 training loop logs (``reward/mean``, ``reward/success_rate``, ``throughput/tokens_per_s``,
-``time/step_s``); a metric the step did not log is left out. The estimate is the mean wall time of
-the steps this process ran (so a resumed run's restart time does not distort it) times the steps left.
+``time/step_s``); a metric the step did not log is left out. A step that dropped groups says so
+first (``dropped 8/8 groups``, from ``rollout/groups_dropped`` and ``rollout/groups_requested``).
+The estimate is the mean wall time of the steps this process ran (so a resumed run's restart time
+does not distort it) times the steps left.
 
 On a terminal the display is a rich progress bar that redraws in place. Elsewhere (CI logs, pipes,
 files) it prints one line per step, such as
