@@ -119,21 +119,28 @@ def default_output(config: EvalConfig) -> Path:
     return Path("runs") / "eval" / f"{name}-{config.agent}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
 
 
-async def evaluate(config: EvalConfig, *, console: Any = None) -> tuple[EvalSummary, list[Trajectory], dict]:
-    """Play ``config.episodes`` episodes; returns the summary, the trajectories and engine metrics."""
+async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSummary, list[Trajectory], dict]:
+    """Play ``config.episodes`` episodes; returns the summary, the trajectories and engine metrics.
+
+    Progress goes to ``stream`` (default standard error): :class:`agents.eval_progress.EvalProgress`.
+    """
     import envs
     from agents.config import env_options
     from agents.episode import EpisodeSpec
-    from agents.policy import make_policy
+    from agents.eval_progress import EvalProgress
+    from agents.policy import MODEL_KINDS, make_policy
+    from agents.preflight import check_agent_model, make_checked_env
     from agents.trajectory import write_trajectories
 
     env_id, options = config.env["id"], env_options(config)
-    from agents.config import UsageError
-
-    try:  # bad options fail here, before a model loads
-        probe = envs.make(env_id, **options)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
+    # Bad options, an impossible configuration or a missing model fail here, before a model loads.
+    probe = make_checked_env(env_id, options, seed=config.seed)
+    probe.close()
+    check_agent_model(config.agent, config.model)
+    title = f"{config.episodes} episodes of {env_id}, agent={config.agent}, {config.concurrency} at a time"
+    progress = EvalProgress(config.episodes, title, enabled=config.progress, stream=stream)
+    if config.agent in MODEL_KINDS and config.progress:
+        print(f"eval: loading model={config.model} ...", file=progress.stream, flush=True)
     policy = make_policy(config.agent, config, tools=probe.tools, batch_size=config.concurrency)
     out = Path(config.out) if config.out else default_output(config)
     write_trajectories(out, [], append=False)
@@ -151,12 +158,17 @@ async def evaluate(config: EvalConfig, *, console: Any = None) -> tuple[EvalSumm
     trajectories: list[Trajectory] = []
     started = time.perf_counter()
     try:
-        with _progress(config, console) as advance:
-            for finished in asyncio.as_completed([one(i) for i in range(config.episodes)]):
-                trajectory = await finished
-                write_trajectories(out, [trajectory])
-                trajectories.append(trajectory)
-                advance(trajectory)
+        with progress:
+            pending = {asyncio.ensure_future(one(i)) for i in range(config.episodes)}
+            while pending:
+                wait_s = progress.wait_s
+                done, pending = await asyncio.wait(pending, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+                for finished in done:
+                    trajectory = finished.result()
+                    write_trajectories(out, [trajectory])
+                    trajectories.append(trajectory)
+                    progress.advance(trajectory.success)
+                progress.heartbeat()
         engine_metrics = policy.engine.stats().as_metrics() if policy.engine is not None else {}
     finally:
         await policy.close()
@@ -164,45 +176,6 @@ async def evaluate(config: EvalConfig, *, console: Any = None) -> tuple[EvalSumm
     engine_metrics["output"] = str(out)
     trajectories.sort(key=lambda t: t.seed)
     return summarize(trajectories), trajectories, engine_metrics
-
-
-class _progress:
-    """A rich progress bar on stderr (or nothing), advanced once per finished episode."""
-
-    def __init__(self, config: EvalConfig, console: Any) -> None:
-        self.enabled = config.progress
-        self.total = config.episodes
-        self.console = console
-        self.successes = 0
-        self.done = 0
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda trajectory: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("[bold]eval"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            console=self.console or Console(stderr=True),
-            transient=False,
-        )
-        self.task = self.bar.add_task("eval", total=self.total, status="")
-        self.bar.start()
-        return self.advance
-
-    def advance(self, trajectory: Trajectory) -> None:
-        self.done += 1
-        self.successes += bool(trajectory.success)
-        self.bar.update(self.task, advance=1, status=f"success {self.successes}/{self.done}")
-
-    def __exit__(self, *exc_info: Any) -> None:
-        if self.enabled:
-            self.bar.stop()
 
 
 def print_table(summary: EvalSummary, title: str, extra: dict[str, Any], console: Any = None) -> None:
@@ -233,11 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     print_config = "--cfg" in args
     overrides = [a for a in args if a != "--cfg"]
     flags = [a for a in overrides if a.startswith("-")]
+    from agents.cli import FAILURE_EXIT, print_error
+
     if flags:
-        print(
-            f"agents.eval: error: unknown flag {flags[0]!r}; flags are --help, --cfg and --summarize", file=sys.stderr
-        )
-        return 2
+        return print_error(f"unknown flag {flags[0]!r}; flags are --help, --cfg and --summarize")
     from agents.config import EvalConfig, UsageError, compose_config, to_eval_config
 
     try:
@@ -249,12 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         config = to_eval_config(cfg)
         summary, _, extra = asyncio.run(evaluate(config))
-    except UsageError as exc:
-        print(f"agents.eval: error: {exc}", file=sys.stderr)
-        return 2
-    except (ValueError, ImportError) as exc:  # bad environment options, a missing optional package
-        print(f"agents.eval: error: {exc}", file=sys.stderr)
-        return 2
+    except (UsageError, ValueError, ImportError) as exc:  # a mistake, bad options, a missing optional package
+        return print_error(exc)
+    except OSError as exc:  # a model that does not load, an output file that cannot be written
+        return print_error(exc, FAILURE_EXIT)
     from agents.policy import SCRIPTED_KINDS
 
     model = "" if config.agent in SCRIPTED_KINDS else f" · model={config.model}"
@@ -264,16 +234,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summarize_file(paths: list[str]) -> int:
+    from agents.cli import print_error
     from agents.trajectory import read_trajectories
 
     if len(paths) != 1:
-        print("agents.eval: error: --summarize takes one JSONL file", file=sys.stderr)
-        return 2
+        return print_error("--summarize takes one JSONL file")
     try:
         trajectories = list(read_trajectories(paths[0]))
     except (OSError, ValueError) as exc:
-        print(f"agents.eval: error: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc)
     print_table(summarize(trajectories), paths[0], {})
     return 0
 

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from envs.core import TextEnv
 
 __all__ = ["KEYS", "USAGE", "main"]
 
@@ -71,19 +67,21 @@ def main(argv: list[str] | None = None) -> int:
     print_config = "--cfg" in args
     overrides = [a for a in args if a != "--cfg"]
     flags = [a for a in overrides if a.startswith("-")]
+    from agents.cli import FAILURE_EXIT, WARNING_PREFIX, one_line, print_error
+
     if flags:
-        print(f"turngym-play: error: unknown flag {flags[0]!r}; flags are --help and --cfg", file=sys.stderr)
-        return 2
+        return print_error(f"unknown flag {flags[0]!r}; flags are --help and --cfg")
 
     from agents.config import UsageError
 
     # One line per warning (a plugin that failed to load, say) instead of Python's two-line format.
-    warnings.formatwarning = lambda message, category, *args, **kwargs: f"turngym-play: warning: {message}\n"
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"{WARNING_PREFIX}{one_line(message)}\n"
     try:
         return _configure_and_play(overrides, print_config=print_config)
-    except UsageError as exc:
-        print(f"turngym-play: error: {exc}", file=sys.stderr)
-        return 2
+    except (UsageError, ImportError) as exc:  # a mistake, a missing optional package
+        return print_error(exc)
+    except OSError as exc:  # a model that does not load
+        return print_error(exc, FAILURE_EXIT)
 
 
 def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
@@ -94,6 +92,7 @@ def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
     from agents.config import MODEL_AGENTS, UsageError, compose_play_config, env_options, to_play_config
     from agents.display import Terminal, wants_color
     from agents.play_loop import play
+    from agents.preflight import check_agent_model, make_checked_env
 
     cfg = compose_play_config(overrides)
     play_cfg = to_play_config(cfg)
@@ -101,9 +100,10 @@ def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
         sys.stdout.write(OmegaConf.to_yaml(cfg))
         return 0
     env_id = play_cfg.env["id"]
-    env = _make_env(env_id, env_options(play_cfg))
+    env = make_checked_env(env_id, env_options(play_cfg), seed=play_cfg.seed)
     if play_cfg.agent == "oracle" and not has_oracle(env):
         raise UsageError(f"environment {env_id!r} has no oracle; use agent=random or agent=human")
+    check_agent_model("hf" if play_cfg.agent == "llm" else play_cfg.agent, play_cfg.model)
     term = Terminal(sys.stdout, sys.stdin, color=wants_color(sys.stdout, play_cfg.color))
     if play_cfg.agent in MODEL_AGENTS:
         from agents.play_model import play_model
@@ -111,21 +111,6 @@ def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
         return play_model(env, play_cfg, term)
     agent = None if play_cfg.agent == "human" else make_agent(play_cfg.agent, seed=play_cfg.seed)
     return play(env, play_cfg, agent, term, help_text=KEYS)
-
-
-def _make_env(env_id: str, options: dict[str, Any]) -> TextEnv:
-    import envs
-    from agents.config import UsageError
-
-    try:
-        env = envs.make(env_id, **options)
-    except envs.UnknownEnvironmentError as exc:
-        raise UsageError(str(exc)) from exc
-    except (TypeError, ValueError) as exc:  # the registry's unknown-option error, or an env rejecting a value
-        raise UsageError(f"{exc} (set options with env.<option>=<value>)") from exc
-    if not isinstance(env, envs.TextEnv):
-        raise UsageError(f"environment {env_id!r} is a {type(env).__name__}, not an envs.TextEnv; it cannot be played")
-    return env
 
 
 if __name__ == "__main__":

@@ -170,6 +170,7 @@ class TrainerOptions:
     samples_per_step: int = 8
     progress: bool = True
     ray_address: str | None = None  # null: a local Ray
+    max_failed_steps: int = 2  # stop when every group fails in this many consecutive steps; 0: never
 
 
 @dataclass
@@ -358,7 +359,7 @@ def _check_trainer(config: TrainConfig) -> None:
     trainer = config.trainer
     for name in ("total_steps", "groups_per_step", "micro_batch_size", "cpu_ranks", "keep_checkpoints"):
         _require(getattr(trainer, name) >= 1, f"trainer.{name} must be >= 1, got {getattr(trainer, name)}")
-    for name in ("checkpoint_every", "sample_every", "samples_per_step", "n_gpus", "seed"):
+    for name in ("checkpoint_every", "sample_every", "samples_per_step", "n_gpus", "seed", "max_failed_steps"):
         _require(getattr(trainer, name) >= 0, f"trainer.{name} must be >= 0, got {getattr(trainer, name)}")
     _require(trainer.threads is None or trainer.threads >= 1, "trainer.threads must be >= 1 or null")
     for name in ("lr", "critic_lr"):
@@ -382,7 +383,8 @@ def _check_engine_and_devices(config: TrainConfig) -> None:
     check_choice("engine.kind", engine.kind, ENGINES)
     check_choice("engine.device", engine.device, ("auto", "cpu", "cuda"))
     check_choice("engine.dtype", engine.dtype, ("auto", "float32", "bfloat16", "float16"))
-    cuda = _cuda_devices()
+    # Counting CUDA devices imports torch (seconds): only when a setting asks for CUDA.
+    cuda = _cuda_devices() if config.trainer.n_gpus or engine.device == "cuda" or engine.launch else 0
     _require(
         config.trainer.n_gpus <= cuda,
         f"trainer.n_gpus={config.trainer.n_gpus} but this machine has {cuda} CUDA device(s): "

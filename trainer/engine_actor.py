@@ -50,7 +50,10 @@ class EngineHost:
     """
 
     def __init__(self, make_engine: EngineFactory) -> None:
+        import uuid
+
         self.engine = make_engine()
+        self.instance_id = uuid.uuid4().hex  # new each time Ray restarts the actor
 
     async def generate(
         self, input_ids: Sequence[int], sampling: SamplingParams, affinity_key: str | None = None
@@ -68,6 +71,9 @@ class EngineHost:
 
     async def ping(self) -> str:
         return self.engine.name
+
+    async def instance(self) -> str:
+        return self.instance_id
 
 
 class EngineClient:
@@ -96,6 +102,10 @@ class EngineClient:
 
     async def stats_async(self) -> EngineStats:
         return await self.handle.stats.remote()
+
+    async def instance_async(self) -> str:
+        """The engine actor's instance id: it changes each time Ray restarts the actor."""
+        return await self.handle.instance.remote()
 
     def factory(self) -> EngineClientFactory:
         """What to give a :class:`~trainer.rollout.RolloutManager`: each environment actor builds a client from it."""

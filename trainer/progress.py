@@ -8,8 +8,10 @@
 Each update shows the step out of the total, the time elapsed, the estimated time left, the mean
 reward, the success rate, the rollout throughput and the step's duration, from the metric names the
 training loop logs (``reward/mean``, ``reward/success_rate``, ``throughput/tokens_per_s``,
-``time/step_s``); a metric the step did not log is left out. The estimate is the mean wall time of
-the steps this process ran (so a resumed run's restart time does not distort it) times the steps left.
+``time/step_s``); a metric the step did not log is left out. A step that dropped groups says so
+first (``dropped 8/8 groups``, from ``rollout/groups_dropped`` and ``rollout/groups_requested``).
+The estimate is the mean wall time of the steps this process ran (so a resumed run's restart time
+does not distort it) times the steps left.
 
 On a terminal the display is a rich progress bar that redraws in place. Elsewhere (CI logs, pipes,
 files) it prints one line per step, such as
@@ -79,6 +81,9 @@ def progress_line(
 
 def _stats_parts(metrics: Mapping[str, float], eta_s: float | None, elapsed_s: float | None) -> list[str]:
     parts = []
+    dropped = float(metrics.get("rollout/groups_dropped", 0.0))
+    if dropped:  # a step that trained on fewer groups, or on none, says so first
+        parts.append(f"dropped {dropped:.0f}/{float(metrics.get('rollout/groups_requested', dropped)):.0f} groups")
     for key, label, show in _FIELDS:
         if key in metrics:
             value = show(float(metrics[key]))
@@ -143,20 +148,6 @@ class ProgressDisplay:
         if steps_run <= 0:
             return None
         return (self._clock() - self._started_at) / steps_run * max(self.total_steps - step, 0)
-
-    def begin(self, start_step: int) -> None:
-        """The RL steps start now, after step ``start_step`` (a resumed run's): the clock of the estimate restarts,
-        so start-up and warm-up time do not count as step time."""
-        if not 0 <= start_step <= self.total_steps:
-            raise ValueError(f"start_step must be between 0 and total_steps ({self.total_steps}), got {start_step}")
-        self.start_step, self._started_at = start_step, self._clock()
-        if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=start_step)
-
-    def say(self, text: str) -> None:
-        """One line about what the run is doing (a phase starting, a warm-up step), above the bar if there is one."""
-        if self.enabled:
-            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def update(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Show the state after ``step`` (counted from 1) with that step's metrics (and the last held-out figures)."""

@@ -14,6 +14,7 @@ before step k, and is trained one step later with the importance-sampling correc
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import time
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["PLOT_EVERY", "USAGE", "main", "train"]
 
 PLOT_EVERY = 2  # steps between rewrites of learning_curves.png
+log = logging.getLogger("trainer.run")
 
 USAGE = """\
 usage: python -m trainer.run env=<id> [algo=ppo] [model=smollm2] [engine=hf] [key=value ...]
@@ -43,7 +45,7 @@ overrides of configs/train.yaml (each group's file documents its keys):
   engine=hf             hf (embedded transformers engine) | sglang (engine.urls=[http://host:port])
   rollout.*             temperature, max_new_tokens, max_total_tokens, max_turns, num_env_actors
   trainer.*             total_steps, groups_per_step, micro_batch_size, n_gpus, run_dir, resume,
-                        checkpoint_every, sample_every, seed
+                        checkpoint_every, sample_every, seed, max_failed_steps
   optim.* logging.*     AdamW and schedule; tensorboard, wandb, plot
 
 A run writes to trainer.run_dir (default runs/train/<env>-<algo>-<time>): config.yaml, metrics.jsonl,
@@ -67,11 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     print_config = "--cfg" in args
     overrides = [a for a in args if a != "--cfg"]
     flags = [a for a in overrides if a.startswith("-")]
+    from agents.cli import FAILURE_EXIT, print_error
+
     if flags:
-        print(f"trainer.run: error: unknown flag {flags[0]!r}; flags are --help and --cfg", file=sys.stderr)
-        return 2
+        return print_error(f"unknown flag {flags[0]!r}; flags are --help and --cfg")
     from agents.config import UsageError
     from trainer.config import compose_train_config, to_train_config
+    from trainer.faults import RunFailedError
 
     try:
         cfg = compose_train_config(overrides)
@@ -81,17 +85,27 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(OmegaConf.to_yaml(cfg))
             return 0
         config = to_train_config(cfg)
+        run_dir = train(config)
     except UsageError as exc:
-        print(f"trainer.run: error: {exc}", file=sys.stderr)
-        return 2
-    run_dir = train(config)
+        return print_error(exc)
+    except RunFailedError as exc:
+        return print_error(exc, FAILURE_EXIT)
     print(f"run directory: {run_dir}")
     return 0
 
 
 def train(config: TrainConfig, *, setup: Callable[[], None] | None = None) -> Path:
-    """Run ``config`` to its last step; returns the run directory. ``setup`` runs first in every env actor."""
-    return asyncio.run(_train(config, setup))
+    """Run ``config`` to its last step; returns the run directory. ``setup`` runs first in every env actor.
+
+    Raises :class:`~agents.config.UsageError` before anything heavy starts if the run cannot work
+    (:func:`trainer.preflight.preflight`), :class:`trainer.faults.RunFailedError` if it stops early.
+    """
+    from trainer.console import run_console
+    from trainer.preflight import preflight
+
+    with run_console(config.trainer.progress):
+        preflight(config, setup)
+        return asyncio.run(_train(config, setup))
 
 
 async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
@@ -123,12 +137,11 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
 
     step, version = c.start_step, c.policy_version
     if step == 0 and evaluation_due(config, 0):  # the policy RL starts from (the warm-up's, if any)
-        c.progress.say(f"held-out evaluation before the first update ({config.evaluation.episodes} episodes)")
+        log.info("held-out evaluation before the first update (%d episodes)", config.evaluation.episodes)
         metrics0, episodes = await evaluate_held_out(config, c.rollout, version)
         c.write_evaluation(0, episodes)
         c.writer.write(0, {**c.warmup_metrics, **metrics0, "policy_version": float(version)})
-        c.progress.say(_evaluation_line(metrics0))
-    c.progress.say("first rollout")
+        log.info(_evaluation_line(metrics0))
     pending = rollout_task(config, c, step + 1, version)
     while step < config.trainer.total_steps:
         step += 1
@@ -157,11 +170,13 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
             evaluation, episodes = await evaluate_held_out(config, c.rollout, version)
             c.write_evaluation(step, episodes)
             metrics.update(evaluation)
+            log.info(_evaluation_line(evaluation))
         if not overlapping and step < config.trainer.total_steps:
             pending = rollout_task(config, c, step + 1, version)
         metrics.update(timing_metrics(metrics, started, train_started))
         c.writer.write(step, metrics)
         c.progress.update(step, metrics)
+        c.faults.after_step(step, result)  # logs dropped groups; stops after trainer.max_failed_steps failed steps
         if config.trainer.sample_every and (step == 1 or step % config.trainer.sample_every == 0):
             c.write_samples(step, [t for group in result.groups for t in group])
         if (config.trainer.checkpoint_every and step % config.trainer.checkpoint_every == 0) or (

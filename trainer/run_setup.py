@@ -22,6 +22,8 @@ from agents.episode import EpisodeLimits
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
 from trainer.config import TrainConfig
+from trainer.console import RUN_LOG, open_run_log
+from trainer.faults import FaultWatch
 from trainer.learner import Learner, LearnerSpec
 from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.rollout import RolloutConfig, RolloutManager, RolloutResult, group_requests
@@ -46,6 +48,7 @@ class Components:
     policy_version: int = 0
     config: TrainConfig | None = None
     closers: list[Callable[[], Any]] = field(default_factory=list)
+    faults: FaultWatch = field(default_factory=FaultWatch)
     warmup_metrics: dict[str, float] = field(default_factory=dict)  # sft/* of the warm-up this process ran
 
     def write_samples(self, step: int, trajectories: list[Trajectory]) -> None:
@@ -87,22 +90,23 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
     from trainer.rollout_worker import ChatRendererFactory
     from trainer.sft import sft_applies, warm_up
 
+    started = time.perf_counter()
     run_dir, resume_from = _prepare_run_dir(config)
-    progress = ProgressDisplay(config.trainer.total_steps, start_step=0, enabled=config.trainer.progress)
-    progress.say(f"run directory: {run_dir}; loading model {config.model.name}")
+    closers: list[Callable[[], Any]] = [open_run_log(run_dir)]
+    log.info("run directory %s; preparing the model %s", run_dir, config.model.name)
     model_path = resolve_model(config.model.name)
-    closers: list[Callable[[], Any]] = [progress.close]
-    progress.say("starting Ray")
+    log.info("starting Ray (%s)", config.trainer.ray_address or f"local, {_logical_cpus(config)} logical CPUs")
     init_ray(
         config.trainer.ray_address, num_cpus=_logical_cpus(config), object_store_memory=_object_store_bytes(model_path)
     )
     warmup_metrics: dict[str, float] = {}
     if sft_applies(config):
-        result = await warm_up(config, model_path, run_dir / "warmup", say=progress.say)
+        result = await warm_up(config, model_path, run_dir / "warmup", say=log.info)
         model_path, warmup_metrics = str(result.policy_dir), result.summary()
-    progress.say("starting the engine, the environment actors and the learner")
+    log.info("starting the engine (%s) and loading the model into it", config.engine.kind)
     engine, engine_factory = await _start_engine(config, model_path)
     closers.append(engine.close)
+    log.info("starting %d environment actor(s)", config.rollout.num_env_actors)
     rollout = RolloutManager(
         RolloutConfig(
             num_env_actors=config.rollout.num_env_actors,
@@ -114,6 +118,7 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         setup=setup,
     )
     closers.append(rollout.close)
+    log.info("starting the learner: %s (%d rank(s) each)", _roles(config), config.learner_ranks)
     learner = Learner(_learner_spec(config, model_path))
     closers.append(learner.close)
     state = TrainerState(step=0, policy_version=0)
@@ -129,9 +134,20 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         resume_step=state.step if config.trainer.resume else None,
     )
     closers.append(writer.close)
-    progress.begin(state.step)
+    progress = ProgressDisplay(config.trainer.total_steps, start_step=state.step, enabled=config.trainer.progress)
+    closers.append(progress.close)
     tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    log.info(
+        "started in %.1fs; step %d's rollout: %d group(s) of %d episode(s)",
+        time.perf_counter() - started,
+        state.step + 1,
+        config.trainer.groups_per_step,
+        config.algo.group_size,
+    )
+    faults = FaultWatch(
+        config.trainer.max_failed_steps, run_dir / RUN_LOG, max_engine_restarts=config.engine.max_restarts
+    )
     return Components(
         run_dir,
         engine,
@@ -144,6 +160,7 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         state.policy_version,
         config,
         closers,
+        faults,
         warmup_metrics,
     )
 
@@ -173,6 +190,10 @@ def _logical_cpus(config: TrainConfig) -> int:
     wanted = config.engine.num_cpus + roles * config.learner_ranks * config.trainer.learner_cpus
     wanted += config.rollout.num_env_actors * 0.25 + 2
     return max(os.cpu_count() or 1, int(wanted + 0.999))
+
+
+def _roles(config: TrainConfig) -> str:
+    return ", ".join(["actor", *(["critic"] * config.algo.critic), *(["reference"] * config.algo.reference)])
 
 
 def _object_store_bytes(model_path: str) -> int:
@@ -319,6 +340,7 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
             before = await engine_in_sync(c, policy_version)
             result = await c.rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)
             after = await engine_stats(c.engine)
+            await watch_engine(c)
             if after.policy_version == policy_version or attempt == 1:
                 break
             # The engine restarted during the rollout: part of it came from the wrong weights. Play it again.
@@ -330,6 +352,7 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
             "rollout/prefix_hit_rate": cached / prompt if prompt else 0.0,
             "rollout/prompt_tokens": float(prompt),
             "rollout/generated_tokens": float(after.generated_tokens - before.generated_tokens),
+            "engine/restarts": float(c.faults.engine_restarts),
         }
         return result, metrics
 
@@ -405,6 +428,7 @@ async def engine_in_sync(c: Components, policy_version: int) -> Any:
     with; the rollout must not sample from them under a later version's name.
     """
     stats = await engine_stats(c.engine)
+    await watch_engine(c)
     if stats.policy_version != policy_version and hasattr(c.engine, "stats_async"):
         log.warning(
             "the engine is at policy version %d, not %d (restarted?): syncing it", stats.policy_version, policy_version
@@ -412,6 +436,12 @@ async def engine_in_sync(c: Components, policy_version: int) -> Any:
         await sync_engine(c, policy_version)
         stats = await engine_stats(c.engine)
     return stats
+
+
+async def watch_engine(c: Components) -> None:
+    """Count a restart of the engine actor since the last look (:meth:`trainer.faults.FaultWatch.engine_instance`)."""
+    if hasattr(c.engine, "instance_async"):
+        c.faults.engine_instance(await _while_restarting(c.engine.instance_async))
 
 
 async def sync_engine(c: Components, policy_version: int) -> None:

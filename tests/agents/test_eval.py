@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import math
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from agents.eval import main, summarize
+from agents.eval_progress import EvalProgress
 from agents.trajectory import Trajectory, read_trajectories
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def trajectory(success: bool, ret: float, turns: int, invalid: int, sampled: int, termination="terminated"):
@@ -82,12 +90,70 @@ def test_random_agent_on_frozenlake_with_env_options(tmp_path, capsys):
         (["env=sokoban", "agent=openai"], "agent=openai needs base_url"),
         (["agent=oracle"], "choose an environment with env=<id>"),
         (["env=sokoban", "--bogus"], "unknown flag"),
+        (["env=sokoban", "env.dim=3"], "too few for 1 box(es): they need at least 4; use a larger dim"),
+        (["env=sokoban", "model=/nonexistent"], "model=/nonexistent is not a directory"),
+        (["env=sokoban", f"model={Path(__file__).parent}"], "holds no config.json"),
     ],
 )
 def test_mistakes_exit_2_with_one_line_before_any_model_loads(args, message, capsys):
+    started = time.perf_counter()
     assert main([*args, "progress=false"] if "--bogus" not in args else args) == 2
     err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1
+    assert message in err and err.count("\n") == 1 and err.startswith("turngym: error: ")
+    assert time.perf_counter() - started < 5  # no model was loaded
+
+
+def test_a_missing_model_is_one_line_through_the_real_entry_point(tmp_path):
+    """``python -m agents.eval model=/nonexistent`` prints one line, not transformers' traceback."""
+    result = subprocess.run(
+        [sys.executable, "-m", "agents.eval", "env=sokoban", "model=/nonexistent", "episodes=1"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "turngym: error: model=/nonexistent is not a directory (nor smollm2, tiny or an org/name hub id): "
+        "choose model=smollm2, model=tiny or model=<a Hugging Face model directory>"
+    ]
+
+
+def test_off_a_terminal_progress_is_printed_as_plain_lines(tmp_path):
+    """Piped output gets a start line and a line per tenth of the episodes (here every episode of 6)."""
+    out = tmp_path / "eval.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "agents.eval", "env=sokoban", "agent=oracle", "episodes=6", f"out={out}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "eval: 6 episodes of sokoban, agent=oracle, 16 at a time"
+    assert [line.split("  elapsed")[0] for line in lines[1:]] == [f"eval {n}/6  success {n}/{n}" for n in range(1, 7)]
+
+
+def test_progress_lines_every_tenth_and_a_heartbeat_when_nothing_finishes():
+    clock = [0.0]
+    stream = io.StringIO()
+    with EvalProgress(40, "40 episodes", stream=stream, interval_s=30, clock=lambda: clock[0]) as progress:
+        for _ in range(5):  # every 4 episodes: one line at the 4th
+            progress.advance(success=True)
+        assert progress.wait_s == 30
+        clock[0] = 29.0
+        progress.heartbeat()  # not yet 30 s since the last line
+        clock[0] = 30.0
+        progress.heartbeat()
+        clock[0] = 100.0
+        progress.advance(success=False)  # the 6th: 70 s since the last line, so a line
+    assert stream.getvalue().splitlines() == [
+        "eval: 40 episodes",
+        "eval 4/40  success 4/4  elapsed 0s",
+        "eval 5/40  success 5/5  elapsed 30s",
+        "eval 6/40  success 5/6  elapsed 1m40s",
+    ]
 
 
 def test_help_and_cfg(capsys):

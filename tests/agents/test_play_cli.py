@@ -170,14 +170,16 @@ def test_oracle_agent_on_an_env_without_oracle_is_a_usage_error(tmp_path):
         (["env=toy-line", "agent=robot"], "unknown agent 'robot'"),
         (["env=toy-line", "seed=abc"], "could not be converted to Integer"),
         (["env=toy-line", "--verbose"], "unknown flag '--verbose'"),
+        (["env=sokoban", "env.dim=3"], "too few for 1 box(es): they need at least 4; use a larger dim"),
+        (["env=toy-line", "agent=llm", "model=/nonexistent"], "model=/nonexistent is not a directory"),
     ],
 )
 def test_bad_input_is_a_one_line_error_with_exit_code_2(tmp_path, args, message):
     result = play(*args, stdin=lines("right"), cwd=tmp_path)
     assert_clean_exit(result, code=2)
     # One error line; the other lines, if any, are one-line warnings (the test session's broken plugin).
-    errors = [line for line in result.stderr.splitlines() if not line.startswith("turngym-play: warning:")]
-    assert errors == [errors[0]] and errors[0].startswith("turngym-play: error:") and message in errors[0]
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("turngym: warning:")]
+    assert errors == [errors[0]] and errors[0].startswith("turngym: error: ") and message in errors[0]
     assert result.stdout == ""  # nothing interactive happened
 
 

@@ -55,7 +55,7 @@ def test_an_unknown_flag_is_a_one_line_error(capsys):
     assert main(["env=sokoban", "--dry-run"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "trainer.run: error: unknown flag '--dry-run'; flags are --help and --cfg\n"
+    assert err == "turngym: error: unknown flag '--dry-run'; flags are --help and --cfg\n"
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_a_bad_config_returns_2_before_anything_starts(argv, words, capsys):
     assert main(argv) == 2
     elapsed = time.perf_counter() - started
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("trainer.run: error: ") and err.count("\n") == 1
+    assert out == "" and err.startswith("turngym: error: ") and err.count("\n") == 1
     for word in words:
         assert word in err, (word, err)
     assert elapsed < 10, f"{elapsed:.1f} s: something heavy started before the config was checked"
@@ -99,3 +99,18 @@ def test_python_dash_m_help_is_fast():
     assert result.returncode == 0, result.stderr
     assert result.stdout == USAGE and result.stderr == ""
     assert elapsed < 10, f"python -m trainer.run --help took {elapsed:.1f} s"
+
+
+def test_a_run_that_stops_early_exits_1_with_its_one_line_reason(monkeypatch, capsys):
+    from trainer.faults import RunFailedError
+
+    def stops(config):
+        raise RunFailedError("every group failed in 2 steps in a row (trainer.max_failed_steps=2), so the run stopped")
+
+    monkeypatch.setattr(trainer.run, "train", stops)
+    assert main(["env=sokoban", "model=tiny"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "turngym: error: every group failed in 2 steps in a row (trainer.max_failed_steps=2), so the run stopped\n"
+    )

@@ -80,10 +80,7 @@ def test_the_progress_line_keeps_showing_the_last_held_out_figures():
             lines.append(text)
 
     progress = ProgressDisplay(10, console=Console(), clock=lambda: 0.0)
-    progress.say("warm-up: step 1/4")
-    progress.begin(0)
     progress.update(1, {"eval/success_rate": 0.25, "eval/success_stderr": 0.05, "actor/kl_ref": 0.00123})
     progress.update(2, {"episode/invalid_action_rate": 0.02})
-    assert lines[0] == "warm-up: step 1/4"
-    assert lines[1].startswith("step 1/10  held-out 25.0%±5.0  kl 0.0012")
-    assert lines[2].startswith("step 2/10  held-out 25.0%±5.0  invalid 2.0%")  # the last evaluation stays shown
+    assert lines[0].startswith("step 1/10  held-out 25.0%±5.0  kl 0.0012")
+    assert lines[1].startswith("step 2/10  held-out 25.0%±5.0  invalid 2.0%")  # the last evaluation stays shown

@@ -6,8 +6,9 @@
   with the learner: the logprob mismatch stays at float noise although the weights move each step.
 * The reward of a trivially learnable environment rises under GRPO.
 * One-step off-policy mode runs, and trains on trajectories one version old.
-* Faults: a step whose groups all fail is logged and trains nothing; an engine actor killed with
-  SIGKILL is restarted by Ray and given the learner's weights again before it samples.
+* Faults: a run whose groups all fail logs each dropped group's error, trains nothing and stops after
+  ``trainer.max_failed_steps`` such steps; an engine actor killed with SIGKILL is restarted by Ray, counted
+  (``engine/restarts``) and given the learner's weights again before it samples.
 * A bad configuration fails before any work; a short CUDA run (marker ``gpu``) where CUDA exists.
 """
 
@@ -24,6 +25,7 @@ import torch
 from agents.config import UsageError
 from agents.models import tiny_model_path
 from trainer.config import compose_train_config, to_train_config
+from trainer.faults import RunFailedError
 from trainer.metrics import read_metrics
 from trainer.rollout import init_ray
 from trainer.run import train
@@ -208,20 +210,35 @@ def test_short_cuda_run_with_nccl_and_bf16(tmp_path):
     assert all(r["rollout/logprob_mismatch"] < 0.1 for r in records)
 
 
-def test_a_step_whose_groups_all_fail_is_logged_and_skipped(tmp_path):
-    """Fault injection: the environment raises on every step. The run does not die; nothing is trained."""
+def test_a_run_whose_groups_all_fail_stops_with_the_first_error(tmp_path, capfd):
+    """Fault injection: the environment raises on every step. Each step's dropped groups and their error reach
+    the console and train.log; nothing is trained; after trainer.max_failed_steps=2 such steps the run stops."""
     learnable_env.register_crashing()
     config = config_for(
-        tmp_path, "algo=ppo", "trainer.total_steps=2", "trainer.groups_per_step=2", "logging.plot=false"
+        tmp_path, "algo=ppo", "trainer.total_steps=5", "trainer.groups_per_step=2", "logging.plot=false"
     )
     config.env["id"] = learnable_env.CRASHING_ID
-    records = read_metrics(train(config, setup=learnable_env.register_crashing))
+    with pytest.raises(RunFailedError) as caught:
+        train(config, setup=learnable_env.register_crashing)
+    run_dir = tmp_path / "run"
+    assert str(caught.value) == (
+        "every group failed in 2 steps in a row (trainer.max_failed_steps=2), so the run stopped; first error: "
+        f"RuntimeError: this environment always crashes; the run's log: {run_dir / 'train.log'}"
+    )
+    records = read_metrics(run_dir)
     assert [r["step"] for r in records] == [1, 2]
     assert all(r["rollout/groups_dropped"] == 2 and r["rollout/env_errors"] >= 2 for r in records)
     assert all(r["policy_version"] == 0 and "actor/policy_loss" not in r for r in records)
+    assert not (run_dir / "checkpoints").exists()  # no checkpoint of a model that never trained
+    dropped = "2 of 2 groups dropped: RuntimeError: this environment always crashes (groups crashing-test/"
+    err = capfd.readouterr().err
+    assert f"turngym: warning: step 1: {dropped}" in err and f"turngym: warning: step 2: {dropped}" in err
+    log = (run_dir / "train.log").read_text()
+    assert f"step 2: {dropped}" in log
+    assert "step 1: group crashing-test/1/1 dropped: RuntimeError: this environment always crashes" in log
 
 
-def test_a_killed_engine_actor_is_restarted_and_synced_again(tmp_path):
+def test_a_killed_engine_actor_is_restarted_and_synced_again(tmp_path, capfd):
     """Fault injection: SIGKILL the engine actor's process after step 1. Ray restarts it with the initial
     weights; the loop notices (policy version 0 again), syncs the learner's weights and plays the step."""
     import os
@@ -251,3 +268,9 @@ def test_a_killed_engine_actor_is_restarted_and_synced_again(tmp_path):
     # Steps 2 and 3 sampled from the learner's weights, not from the restarted engine's initial ones.
     assert all(r["rollout/logprob_mismatch"] < 1e-4 for r in records)
     assert all(r["episode/count"] == 4 for r in records)
+    # The restart is counted (cumulatively, from the step that noticed it) and said on the console.
+    assert records[0]["engine/restarts"] == 0 and records[-1]["engine/restarts"] == 1
+    assert (
+        "turngym: warning: the engine actor died and Ray restarted it (restart 1 of at most engine.max_restarts=3"
+        in (capfd.readouterr().err)
+    )

@@ -1,0 +1,104 @@
+"""Runs that cannot work stop before anything heavy starts (:mod:`trainer.preflight`).
+
+Each case goes through the real :func:`trainer.run.train`: the mistake must come back as a one-line
+:class:`UsageError` naming the fix, within seconds, with Ray never started and no run directory written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+import envs
+from agents.config import UsageError
+from agents.models import tiny_model_path
+from trainer.config import compose_train_config, to_train_config
+from trainer.run import train
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def register_no_backend() -> None:
+    """An environment whose constructor fails as the code environment does without a sandbox backend."""
+    from envs.sokoban import SokobanEnv
+
+    class NoSandboxEnv(SokobanEnv):
+        def __init__(self, **options):
+            raise RuntimeError("CodeEnv cannot create its sandbox (backend 'auto'): no backend works here")
+
+    with contextlib.suppress(ValueError):
+        envs.register("no-sandbox-test", NoSandboxEnv)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_imports():
+    """Import what the checks import once, so that the timings below measure the checks."""
+    envs.make("sokoban").close()
+
+
+def config_for(tmp_path: Path, *overrides: str):
+    base = ["env=sokoban", "model=tiny", "trainer.progress=false", f"trainer.run_dir={tmp_path / 'run'}"]
+    return to_train_config(compose_train_config([*base, *overrides]))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["env.dimm=8"], "environment 'sokoban' does not accept 'dimm' (did you mean 'dim'?)"),
+        (["env.dim=3"], "a 3x3 room (outer walls included) has 1 inner cells, too few for 1 box(es)"),
+        (["env=no-sandbox-test"], "environment 'no-sandbox-test' cannot be built: RuntimeError: CodeEnv cannot"),
+    ],
+)
+def test_a_run_that_cannot_work_fails_in_seconds_without_ray(tmp_path, overrides, message):
+    if ray.is_initialized():
+        ray.shutdown()
+    register_no_backend()
+    config = config_for(tmp_path, *overrides)
+    started = time.perf_counter()
+    with pytest.raises(UsageError) as caught:
+        train(config, setup=register_no_backend)
+    elapsed = time.perf_counter() - started
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert not ray.is_initialized(), "Ray started before the check"
+    assert not (tmp_path / "run").exists()
+    assert elapsed < 5, f"{elapsed:.1f} s"
+
+
+def test_a_model_directory_without_a_config_and_a_finished_run_directory(tmp_path):
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    with pytest.raises(UsageError, match=r"holds no config\.json"):
+        train(config_for(tmp_path, f"model={empty}"))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1, "wall_time": 0}\n')
+    with pytest.raises(UsageError, match=r"already holds a run: continue it with trainer\.resume=true"):
+        train(config_for(tmp_path))
+    assert not ray.is_initialized()
+    assert tiny_model_path().is_dir()
+
+
+def test_the_command_line_prints_one_line_and_exits_2(tmp_path):
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.run", "env=sokoban", "algo=ppo", "model=tiny", "env.dim=3"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.perf_counter() - started
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "turngym: error: a 3x3 room (outer walls included) has 1 inner cells, too few for 1 box(es): they need "
+        "at least 4; use a larger dim or fewer boxes (set options with env.<option>=<value>)"
+    ]
+    assert not (tmp_path / "runs").exists()
+    assert elapsed < 30, f"{elapsed:.1f} s"  # measured: about 4 s, most of it imports

@@ -1,0 +1,41 @@
+"""What ``trainer.run`` checks after the config and before anything heavy (Ray, the model, any actor).
+
+:func:`preflight` checks the model name (:func:`agents.preflight.check_model`), that the run
+directory does not already hold a run (unless resuming), and builds one environment of the
+requested configuration in this process and resets it once (:func:`agents.preflight.make_checked_env`,
+the same check ``agents.eval`` and ``agents.play`` make). So a typo'd option (``env.dimm=8``), an
+impossible room (``env.dim=3``) or an environment whose sandbox cannot start fails in about a
+second, as a :class:`~agents.config.UsageError` whose one line names the fix, instead of a run that
+trains nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from agents.config import UsageError, env_options
+from agents.preflight import check_model, make_checked_env
+from trainer.config import TrainConfig
+from trainer.metrics import METRICS_FILE
+
+__all__ = ["preflight"]
+
+
+def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> None:
+    """Raise :class:`UsageError` if the run cannot work (see the module docstring).
+
+    ``setup`` (the one every environment actor runs first, e.g. to register an environment) runs here
+    first, so the environment check sees what the actors will see.
+    """
+    if setup is not None:
+        setup()
+    check_model(config.model.name)
+    trainer = config.trainer
+    if trainer.run_dir is not None and not trainer.resume and (Path(trainer.run_dir) / METRICS_FILE).exists():
+        raise UsageError(
+            f"{trainer.run_dir} already holds a run: continue it with trainer.resume=true, "
+            "or choose another trainer.run_dir"
+        )
+    env = make_checked_env(config.env["id"], env_options(config), seed=trainer.seed)
+    env.close()
