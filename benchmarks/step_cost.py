@@ -1,0 +1,91 @@
+"""The cost of a default RL step against the previous default configuration, in one run of this script.
+
+    python benchmarks/step_cost.py                 # 3 steps each, PPO on Sokoban, SmolLM2, no warm-up
+    python benchmarks/step_cost.py --steps 4 -- rollout.max_new_tokens=24
+
+Both configurations play the same seeds with the same sampling seeds from the same weights (no
+warm-up, no evaluation), so their first rollouts are the same tokens:
+
+* ``previous``: every weight trained (``model.lora_rank=0``, lr 1e-6 / 1e-5), a separate reference
+  model, old logprobs recomputed by the actor (``algo.reuse_rollout_logprobs=false``);
+* ``default``: the current defaults (LoRA rank 32, the reference as the actor with its adapters off,
+  the engine's logprobs reused after a check on 2 rows, LoRA checkpoints).
+
+Figures per configuration: mean seconds per step (and its rollout / scoring / training parts, the
+first step left out when there are more), seconds per 1,000 trained tokens (every token of the
+batch, prompt included) and per 1,000 sampled tokens, peak PSS of the process tree, and the size of one
+checkpoint; then the ratios previous / default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from learning_run import TreeMemory
+
+from trainer.metrics import read_metrics
+
+CONFIGURATIONS = {
+    "previous": [
+        "model.lora_rank=0",
+        "model.lr=1e-6",
+        "model.critic_lr=1e-5",
+        "algo.reuse_rollout_logprobs=false",
+    ],
+    "default": [],
+}
+
+
+def measure(name: str, extra: list[str], steps: int, root: Path) -> dict[str, float]:
+    run_dir = root / name
+    command = [sys.executable, "-m", "trainer.run", "env=sokoban", "algo=ppo", "sft.warmup=false"]
+    command += ["evaluation.enabled=false", f"trainer.total_steps={steps}", f"trainer.checkpoint_every={steps}"]
+    command += [f"trainer.run_dir={run_dir}", "trainer.progress=false", "logging.plot=false", *extra]
+    started = time.perf_counter()
+    process = subprocess.Popen(command)
+    memory = TreeMemory(process.pid)
+    if process.wait() != 0:
+        raise SystemExit(f"{name}: trainer.run failed with exit code {process.returncode}")
+    memory.stop()
+    records = read_metrics(run_dir)
+    later = records[1:] if len(records) > 1 else records
+    step_s = statistics.fmean(r["time/step_s"] for r in later)
+    trained = statistics.fmean(r.get("train/tokens", 0.0) for r in later)
+    sampled = statistics.fmean(r["episode/response_tokens"] * r["episode/count"] for r in later)
+    checkpoint = next((run_dir / "checkpoints").glob("step_*"))
+    return {
+        "wall_s": time.perf_counter() - started,
+        "step_s": step_s,
+        "rollout_s": statistics.fmean(r["time/rollout_s"] for r in later),
+        "score_s": statistics.fmean(r.get("time/score_s", 0.0) for r in later),
+        "train_s": statistics.fmean(r["time/train_s"] for r in later),
+        "s_per_1k_trained_tokens": 1000 * step_s / trained if trained else float("nan"),
+        "s_per_1k_sampled_tokens": 1000 * step_s / sampled if sampled else float("nan"),
+        "peak_pss_gib": memory.peak_pss / 2**30,
+        "checkpoint_gib": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file()) / 2**30,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("overrides", nargs="*", help="trainer.run overrides for both configurations (after --)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="turngym-step-cost-"))
+    results = {}
+    for name, extra in CONFIGURATIONS.items():
+        results[name] = measure(name, [*args.overrides, *extra], args.steps, root)
+    previous, default = results["previous"], results["default"]
+    results["previous_over_default"] = {key: previous[key] / default[key] for key in default if default[key]}
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

