@@ -23,7 +23,8 @@ nothing. A problem with a single test holds it out. Single-turn episodes show no
 every case.
 
 Every step's metrics carry ``judge_tamper`` (1.0 when the program touched the judge's protocol:
-printed verdict-like lines, exited before its test calls returned, raised a non-``Exception``
+printed verdict-like lines, exited before its test calls returned, wrote into the result channel, raised a
+non-``Exception``
 ``BaseException``, or reaches for frames, ``/proc``, the garbage collector or signals; see
 :func:`envs.code.runners.tamper_signals`) and one ``tamper_<signal>`` counter per signal.
 
@@ -47,7 +48,7 @@ from envs.core import StepOutcome, TextEnv
 __all__ = ["SPLITS", "TAMPER_SIGNALS", "CodeEnv", "make_code_sandbox", "split_of", "visible_count"]
 
 SPLITS = ("all", "train", "test")
-TAMPER_SIGNALS = ("verdict_output", "early_exit", "base_exception", "judge_probe")
+TAMPER_SIGNALS = ("verdict_output", "early_exit", "result_forgery", "base_exception", "judge_probe")
 _SANDBOXES: dict[str, Any] = {}
 
 

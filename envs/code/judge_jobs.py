@@ -204,7 +204,7 @@ class Job:
         if "raised" in item:
             return CaseResult("error", _clip(str(item.get("message") or item["raised"]), chars))
         if "not_plain" in item:
-            return CaseResult("wrong_answer", f"returned a {str(item['not_plain'])[:100]}, which is not JSON data")
+            return CaseResult("wrong_answer", f"returned a {str(item['not_plain'])[:100]}, which is not plain data")
         try:
             got = as_json(decode_plain(item.get("value")))
         except (NotJson, ValueError, TypeError, RecursionError) as error:
@@ -233,7 +233,9 @@ class Job:
         if isinstance(error, dict) and not (self.problem.kind == "stdio" and error.get("type") == "SystemExit"):
             return CaseResult("error", _clip(str(error.get("message") or error.get("type")), chars))
         exit_code = record.get("exit_code")
-        if len(record["results"]) >= calls and exit_code == 0:
+        if len(record["results"]) > calls:
+            return CaseResult("error", "the program wrote into the judge's result channel")
+        if len(record["results"]) == calls and exit_code == 0:
             return None
         if exit_code == 0:
             return CaseResult("error", "the program ended without running the test (sys.exit or os._exit)")

@@ -221,7 +221,8 @@ def tamper_signals(job: Job) -> dict[str, bool]:
     """Signs that a submission touched the judge's protocol rather than (only) solving the problem.
 
     ``verdict_output``: printed verdict-like lines; ``early_exit``: a call/assert case ended before its
-    calls returned (``sys.exit``/``os._exit`` from the solution) with exit code 0; ``base_exception``: raised a
+    calls returned (``sys.exit``/``os._exit`` from the solution) with exit code 0; ``result_forgery``: more
+    results came back than calls were made (the program wrote into the result pipe); ``base_exception``: raised a
     ``BaseException`` that is not an ``Exception`` (``SystemExit`` counts outside ``stdio`` programs);
     ``judge_probe``: the source reaches for frames, the garbage collector, ``/proc``, the harness or
     signals. ``judge_tamper`` is any of them.
@@ -231,6 +232,7 @@ def tamper_signals(job: Job) -> dict[str, bool]:
     signals = {
         "verdict_output": bool(_VERDICT_LIKE.search(printed)),
         "early_exit": job.problem.kind != "stdio" and any(_exited_early(r) for r in records),
+        "result_forgery": any(len(r.get("results", [])) > r.get("calls", 0) for r in records),
         "base_exception": any(_base_exception(job.problem.kind, r) for r in records),
         "judge_probe": bool(_JUDGE_PROBES.search(job.solution)),
     }
