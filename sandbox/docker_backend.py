@@ -41,7 +41,7 @@ from sandbox.base import ExecResult, Limits, RawOutcome, SandboxBase, SandboxErr
 from sandbox.docker_pool import ContainerPool
 from sandbox.image import default_image
 
-__all__ = ["DockerSandbox", "docker_client", "docker_daemon_answers", "runner_source"]
+__all__ = ["DockerSandbox", "docker_client", "docker_daemon_answers", "docker_socket_answers", "runner_source"]
 
 _GRACE_S = 10.0  # the host waits this long past the wall time before giving up on a runner
 _START_HINT = (
@@ -75,6 +75,21 @@ def docker_daemon_answers() -> bool:
     except (ImportError, SandboxError):
         return False
     return True
+
+
+def docker_socket_answers(timeout_s: float = 2.0) -> bool:
+    """Whether a Docker daemon answers a ping on its Unix socket (``$DOCKER_HOST`` or the default), SDK or not."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(timeout_s)
+            connection.connect(host[len("unix://") :])
+            connection.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in connection.recv(1024)
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=1)

@@ -74,9 +74,10 @@ def make_code_sandbox(backend: str):
         try:
             _SANDBOXES[backend] = make_sandbox(backend)
         except SandboxError as error:
+            reason = " ".join(str(error).split())  # one line
             raise SandboxError(
-                f"CodeEnv cannot create its sandbox (backend {backend!r}): {error} "
-                "For trusted code only (your own reference solutions), sandbox='process' runs without isolation."
+                f"CodeEnv cannot create its sandbox (sandbox={backend!r}): {reason}; or, for trusted code only "
+                "(e.g. your own reference solutions), run without isolation: env.sandbox=process"
             ) from error
     return _SANDBOXES[backend]
 

@@ -130,12 +130,15 @@ def test_answer_tag_mode():
 
 def test_missing_sandbox_is_a_clear_error(monkeypatch):
     def refuse(backend):
-        raise sandbox_package.SandboxError("no isolating sandbox backend is available: install bubblewrap")
+        raise sandbox_package.SandboxError("no isolating sandbox backend is available:\ninstall bubblewrap")
 
     monkeypatch.setattr(sandbox_package, "make_sandbox", refuse)
     monkeypatch.setattr(code_env_module, "_SANDBOXES", {})
-    with pytest.raises(sandbox_package.SandboxError, match=r"CodeEnv cannot create its sandbox.*install bubblewrap"):
+    with pytest.raises(sandbox_package.SandboxError) as raised:
         CodeEnv(sandbox="auto")
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("CodeEnv cannot create its sandbox (sandbox='auto')")
+    assert "install bubblewrap" in message and message.endswith("env.sandbox=process")
 
 
 def test_bad_options_raise():
