@@ -8,7 +8,8 @@
 * ``docker`` (:mod:`sandbox.docker_backend`): a warm pool of locked-down containers built from a
   local image (``python -m sandbox.image build``). The strongest isolation; needs a Docker daemon
   and ``pip install docker``.
-* ``bubblewrap`` (:mod:`sandbox.bubblewrap`): Linux namespaces with ``bwrap``; no daemon needed.
+* ``bubblewrap`` (:mod:`sandbox.bubblewrap`): Linux namespaces with ``bwrap`` and, as root, a cgroup
+  per run; no daemon needed.
 * ``process`` (:mod:`sandbox.process`): a plain subprocess with rlimits, for trusted code only.
 
 ``auto`` picks docker when its daemon answers, else bubblewrap when ``bwrap`` works, and never the

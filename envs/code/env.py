@@ -22,7 +22,7 @@ others are *held out*: the feedback says only whether they all passed, never whi
 nothing. A problem with a single test holds it out. Single-turn episodes show nothing and score
 every case.
 
-Every step's metrics carry ``judge_tamper`` (1.0 when the program touched the judge's protocol:
+Every step's metrics carry ``judge_tamper`` (1.0 once a program of the episode touched the judge's protocol:
 printed verdict-like lines, exited before its test calls returned, wrote into the result channel, raised a
 non-``Exception``
 ``BaseException``, or reaches for frames, ``/proc``, the garbage collector or signals; see
@@ -162,6 +162,7 @@ class CodeEnv(TextEnv):
         self._problem: Problem | None = None
         self._best_score = 0.0
         self._last_report: TestReport | None = None
+        self._tamper: dict[str, bool] = {}
 
     @property
     def problem(self) -> Problem:
@@ -177,6 +178,7 @@ class CodeEnv(TextEnv):
         self._problem = self._choose_problem(options)
         self._best_score = 0.0
         self._last_report = None
+        self._tamper: dict[str, bool] = {}
         return _statement(self._problem), self._problem_info()
 
     def _step(self, action: str) -> StepOutcome:
@@ -187,12 +189,18 @@ class CodeEnv(TextEnv):
                 observation=self._format_help(),
                 terminated=self._last_turn(),
                 action_is_valid=False,
-                metrics={"pass_fraction": 0.0, "tests_passed": 0.0, "judge_wall_time_s": 0.0, **_tamper_metrics({})},
+                metrics={
+                    "pass_fraction": 0.0,
+                    "tests_passed": 0.0,
+                    "judge_wall_time_s": 0.0,
+                    **_tamper_metrics(self._tamper),
+                },
                 extra_info={**self._problem_info(), "tests_passed": 0, "case_statuses": [],
                             "sandbox_status": "", "best_score": self._best_score},
             )  # fmt: skip
         report = run_tests(self.sandbox, problem, code, self.judge_config)
         self._last_report = report
+        self._tamper = {name: bool(self._tamper.get(name) or flag) for name, flag in report.tamper.items()}
         score = self._score(report)
         reward = max(score - self._best_score, 0.0)
         self._best_score = max(self._best_score, score)
@@ -205,7 +213,7 @@ class CodeEnv(TextEnv):
                 "pass_fraction": report.pass_fraction,
                 "tests_passed": report.num_passed,
                 "judge_wall_time_s": report.wall_time_s,
-                **_tamper_metrics(report.tamper),
+                **_tamper_metrics(self._tamper),
             },
             extra_info={
                 **self._problem_info(),
