@@ -64,11 +64,15 @@ class SolutionError(Exception):
     """The submission raised an exception that is not a built-in one (its type name is the message)."""
 
 
-class _CaseEnded(Exception):
+class _Final(BaseException):
+    """Ends the case whatever the test catches (``except Exception`` in a test cannot swallow it)."""
+
+
+class _CaseEnded(_Final):
     pass
 
 
-class _NotPlainResult(Exception):
+class _NotPlainResult(_Final):
     pass
 
 
@@ -180,13 +184,13 @@ def check_case(job, case, timeout_s):
             exec(_compile(job["setup"], "test_setup.py"), namespace)
         exec(_compile(case["statement"], "test.py"), namespace)
         error = None
-    except Exception as caught:
+    except (Exception, _Final) as caught:
         error = caught
     except _TimeUp:
         error = _TimeUp()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-    if replay.speculating:
+    if replay.speculating and not isinstance(error, _Final):
         if replay.calls and replay.calls != [call[:3] for call in case["known"]]:
             return {"status": "need", "calls": replay.calls}
         return {"status": "error", "message": "the test passes arguments that are not plain data to the solution"}
@@ -203,6 +207,8 @@ def _verdict(statement, error, replay):
         return {"status": "wrong_answer", "message": f"test: {statement}\n{text}"}
     if isinstance(error, _NotPlainResult):
         return {"status": "wrong_answer", "message": f"test: {statement}\n{error}"}
+    if isinstance(error, _CaseEnded):
+        return {"status": "error", "message": str(error)}
     if replay.solution_error is not None:
         return {"status": "error", "message": replay.solution_error}
     return {"status": "error", "message": f"test: {statement}\n{type(error).__name__}: {error}"}

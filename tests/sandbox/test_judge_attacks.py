@@ -208,3 +208,14 @@ def test_resource_exhaustion_costs_only_the_attacker(sandbox, attack):
     attacker = attack.replace("{entry}", problem.entry_point)
     reports = run_batch(sandbox, [(problem, attacker), (problem, problem.reference)], FAST)
     assert [report.reward("all") for report in reports] == [0.0, 1.0]
+
+
+@pytest.mark.slow
+def test_always_equal_objects_earn_nothing_on_any_bundled_or_humaneval_problem(sandbox):
+    from envs.code.loaders import load_humaneval
+
+    problems = [p for p in BUNDLED if p.kind in ("assert", "call")] + load_humaneval()
+    jobs = [(p, fill(ALWAYS_EQUAL, kind="object", entry=p.entry_point or "f")) for p in problems]
+    reports = run_batch(sandbox, jobs, FAST)
+    paid = [p.id for p, report in zip(problems, reports, strict=True) if report.reward("fraction") > 0]
+    assert len(problems) == 125 + 126 + 164 and paid == []
