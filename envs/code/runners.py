@@ -23,6 +23,7 @@ process per case inside), so submissions judged together cannot touch each other
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 from collections.abc import Sequence
@@ -179,22 +180,48 @@ async def arun_batch(
 
 
 def _check(jobs: list[Job], config: JudgeConfig) -> None:
-    """One trusted round of the assert tests of ``jobs`` (one process for all of them)."""
+    """One trusted round of the assert tests of ``jobs`` (one process for all of them).
+
+    A first round (nothing recorded yet) depends only on the problem and the solution's function
+    names, so its verdicts are cached: a problem judged again starts at the sandbox.
+    """
     from sandbox import Limits
 
-    payload = {"case_timeout_s": config.case_timeout_s, "jobs": [job.check_request() for job in jobs]}
-    cases = sum(len(request["cases"]) for request in payload["jobs"])
-    wall_time_s = 5.0 + cases * config.case_timeout_s
-    limits = Limits(wall_time_s=wall_time_s, cpu_time_s=wall_time_s, memory_mb=2048, max_output_bytes=1 << 26)
-    result = _trusted_sandbox().run(checker_source(), stdin=json.dumps(payload), limits=limits)
+    requests = [job.check_request() for job in jobs]
+    keys = [json.dumps(request, sort_keys=True) if _is_first_round(request) else None for request in requests]
+    todo = [i for i, key in enumerate(keys) if key is None or key not in _FIRST_ROUNDS]
     verdicts: dict[tuple[int, int], dict] = {}
-    for line in result.stdout.splitlines():
-        if line.startswith("turngym-check "):
-            verdict = json.loads(line[len("turngym-check ") :])
-            verdicts[(verdict["job"], verdict["case"])] = verdict
-    failure = f"the test runner failed ({result.status.value}): {result.stderr.strip()[-300:]}"
+    result = None
+    if todo:
+        payload = {"case_timeout_s": config.case_timeout_s, "jobs": [requests[i] for i in todo]}
+        cases = sum(len(requests[i]["cases"]) for i in todo)
+        wall_time_s = 5.0 + cases * config.case_timeout_s
+        limits = Limits(wall_time_s=wall_time_s, cpu_time_s=wall_time_s, memory_mb=2048, max_output_bytes=1 << 26)
+        result = _trusted_sandbox().run(checker_source(), stdin=json.dumps(payload), limits=limits)
+        for line in result.stdout.splitlines():
+            if line.startswith("turngym-check "):
+                verdict = json.loads(line[len("turngym-check ") :])
+                verdicts[(todo[verdict["job"]], verdict["case"])] = verdict
+    failure = "" if result is None else f"the test runner failed ({result.status.value}): {result.stderr[-300:]}"
     for index, job in enumerate(jobs):
-        job.absorb_check({case: verdicts.get((index, at)) for at, case in enumerate(job.checking_cases())}, failure)
+        positions = range(len(requests[index]["cases"]))
+        if keys[index] is not None and keys[index] in _FIRST_ROUNDS:
+            found = copy.deepcopy(_FIRST_ROUNDS[keys[index]])
+        else:
+            found = [verdicts.get((index, at)) for at in positions]
+            if keys[index] is not None and all(verdict is not None for verdict in found):
+                if len(_FIRST_ROUNDS) >= _FIRST_ROUNDS_KEPT:
+                    _FIRST_ROUNDS.clear()
+                _FIRST_ROUNDS[keys[index]] = found
+        job.absorb_check(dict(zip(job.checking_cases(), found, strict=True)), failure)
+
+
+_FIRST_ROUNDS: dict[str, list[dict]] = {}
+_FIRST_ROUNDS_KEPT = 4096
+
+
+def _is_first_round(request: dict) -> bool:
+    return all(not case["known"] for case in request["cases"])
 
 
 @cache
