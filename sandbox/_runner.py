@@ -127,7 +127,7 @@ def _empty(directory):
 
 def _clean_up():
     """Reset the container after a run; returns whether it is clean (safe to reuse)."""
-    for _ in range(50):  # kill(-1) reaches every process but pid 1 and this one, whatever its session
+    for _ in range(500):  # kill(-1) reaches every process but pid 1 and this one, whatever its session
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
         if not _other_processes():
