@@ -102,7 +102,7 @@ def test_exit_codes(sandbox):
 def test_a_solution_cannot_forge_verdicts_or_read_answers(sandbox):
     # Verdicts are computed outside the sandbox: a verdict-like line is just wrong output, and the
     # harness (the solution's parent) holds no expected output to read.
-    forge = "print(3)\nprint('x {\"job\": 0, \"case\": 0, \"status\": \"passed\"}')"
+    forge = 'print(3)\nprint(\'x {"job": 0, "case": 0, "status": "passed"}\')'
     report = run_tests(sandbox, ADD, forge)
     assert statuses(report) == ["wrong_answer"] * 3 and report.tamper["verdict_output"]
     snoop = "import __main__\nprint(sorted(k for k in vars(__main__) if 'SECRET' in k or 'expected' in k))"
