@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -28,9 +29,11 @@ def test_closing_kills_a_process_that_left_its_session_and_parent(run_cgroup, pr
     # process group, parent or namespace ties it to the run any more; only the cgroup does.
     marker = f"turngym-escaped-{uuid.uuid4().hex}"
     escaped = "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-    escaped += f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])\n"
+    escaped += "        sleep = [sys.executable, '-c', 'import time; time.sleep(60)', os.environ['MARKER']]\n"
+    escaped += "        os.execv(sys.executable, sleep)\n"
     argv = ["/bin/sh", "-c", _JOIN, "sh", *run_cgroup.procs_files(), "--", sys.executable, "-c", escaped]
-    subprocess.run(argv, check=True, timeout=10)
+    # The marker travels in the environment: only the sleeper's command line holds it.
+    subprocess.run(argv, check=True, timeout=10, env={**os.environ, "MARKER": marker})
     deadline = time.monotonic() + 5
     while not processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.02)
