@@ -8,7 +8,8 @@
 * ``docker`` (:mod:`sandbox.docker_backend`): a warm pool of locked-down containers built from a
   local image (``python -m sandbox.image build``). The strongest isolation; needs a Docker daemon
   and ``pip install docker``.
-* ``bubblewrap`` (:mod:`sandbox.bubblewrap`): Linux namespaces with ``bwrap``; no daemon needed.
+* ``bubblewrap`` (:mod:`sandbox.bubblewrap`): Linux namespaces with ``bwrap`` and, as root, a cgroup
+  per run; no daemon needed.
 * ``process`` (:mod:`sandbox.process`): a plain subprocess with rlimits, for trusted code only.
 
 ``auto`` picks docker when its daemon answers, else bubblewrap when ``bwrap`` works, and never the
@@ -17,6 +18,7 @@ process backend.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sandbox.base import ExecResult, Limits, Sandbox, SandboxError, Status
@@ -29,28 +31,25 @@ __all__ = [
     "SandboxError",
     "Status",
     "available_backends",
+    "choose_backend",
     "make_sandbox",
 ]
 
 BACKENDS = ("docker", "bubblewrap", "process")
+logger = logging.getLogger(__name__)
 
 
 def make_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
     """Build the named backend with ``options`` (its constructor's keyword arguments).
 
     ``"auto"`` chooses docker if its daemon answers, else bubblewrap if ``bwrap`` works, else raises
-    :class:`SandboxError` saying how to get either. It never chooses ``"process"``, which does not
-    isolate anything.
+    :class:`SandboxError` (one line) saying how to get either. It never chooses ``"process"``, which
+    does not isolate anything. The choice and its reason are logged once per process (a warning when
+    an isolating backend was passed over, e.g. a running Docker daemon without the ``docker`` package).
     """
     if backend == "auto":
-        usable = [name for name in available_backends() if name != "process"]
-        if not usable:
-            raise SandboxError(
-                "no isolating sandbox backend is available. Either start a Docker daemon and "
-                "`pip install docker` (then `python -m sandbox.image build`), or install bubblewrap "
-                "(`apt-get install -y bubblewrap`) on a kernel that allows user namespaces."
-            )
-        backend = usable[0]
+        backend, reason = choose_backend()
+        _log_choice(backend, reason)
     if backend == "docker":
         from sandbox.docker_backend import DockerSandbox
 
@@ -78,3 +77,46 @@ def available_backends() -> list[str]:
         found.append("bubblewrap")
     found.append("process")
     return found
+
+
+def choose_backend() -> tuple[str, str]:
+    """What ``"auto"`` picks and why; SandboxError (one line, with the fixes) when nothing isolating works."""
+    usable = [name for name in available_backends() if name != "process"]
+    docker_note = _docker_note()
+    if usable == ["bubblewrap"]:
+        return "bubblewrap", f"Docker is not usable ({docker_note})"
+    if usable:
+        return usable[0], "its daemon answers"
+    raise SandboxError(
+        f"no isolating sandbox backend is available (Docker: {docker_note}; bubblewrap: bwrap is missing or cannot "
+        "create namespaces): install bubblewrap (`apt-get install -y bubblewrap`), or start a Docker daemon and "
+        "`pip install 'docker>=7'` (then `python -m sandbox.image build`)"
+    )
+
+
+def _docker_note() -> str:
+    """Why the Docker backend is not usable (or ``"usable"``)."""
+    from sandbox.docker_backend import docker_daemon_answers, docker_socket_answers
+
+    if docker_daemon_answers():
+        return "usable"
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        if docker_socket_answers():
+            return "a Docker daemon is running but the `docker` Python package is missing: pip install 'docker>=7'"
+        return "no daemon answers and the `docker` Python package is missing"
+    return "no Docker daemon answers"
+
+
+_LOGGED: set[tuple[str, str]] = set()
+
+
+def _log_choice(backend: str, reason: str) -> None:
+    if (backend, reason) in _LOGGED:
+        return
+    _LOGGED.add((backend, reason))
+    if backend == "docker":
+        logger.info("sandbox=auto chose the docker backend: %s", reason)
+    else:
+        logger.warning("sandbox=auto chose the %s backend: %s", backend, reason)

@@ -65,10 +65,13 @@ class Limits:
     """Hard limits for one run.
 
     ``wall_time_s``: elapsed time before the whole run is killed. ``cpu_time_s``: CPU seconds of the
-    program (RLIMIT_CPU, per process). ``memory_mb``: address space per process (RLIMIT_AS; the Docker
-    backend also caps the container's memory). ``max_processes``: processes and threads the program may
-    have at once. ``max_output_bytes``: captured bytes per stream (stdout, stderr). ``max_file_mb``:
-    largest file the program may write (RLIMIT_FSIZE).
+    program (RLIMIT_CPU, per process). ``memory_mb``: address space per process (RLIMIT_AS); the Docker
+    backend and the bubblewrap backend with per-run cgroups also cap the memory of all the run's
+    processes together, files in its tmpfs included, at ``memory_mb`` + the tmpfs size + a small
+    overhead. ``max_processes``: processes and threads the program may have at once.
+    ``max_output_bytes``: captured bytes per stream (stdout, stderr). ``max_file_mb``: largest file the
+    program may write (RLIMIT_FSIZE); the isolating backends give the run a tmpfs of
+    ``max(64, 4 * max_file_mb)`` MB to write in, which bounds the total.
     """
 
     wall_time_s: float = 10.0

@@ -2,48 +2,53 @@
 
 What a run sees and may do:
 
-* Namespaces: ``--unshare-all`` (user, pid, network, ipc, uts, cgroup). The network namespace has
-  only a loopback device that is down, so no connection goes anywhere, 127.0.0.1 included.
+* Namespaces: ``--unshare-all`` (user, pid, network, ipc, uts, cgroup) and ``--disable-userns``: no
+  user namespace can be made inside (so no nested namespace with full capabilities). The network
+  namespace has only a loopback device that is down, so no connection goes anywhere, 127.0.0.1
+  included.
 * File system: a new root holding read-only binds of ``/usr`` (and the ``/bin``, ``/lib``... links or
   directories at the top), the interpreter's prefix when it lies outside ``/usr``, and
-  ``/etc/ld.so.cache``; fresh ``/proc``, ``/dev`` and a private ``/tmp``; the work dir at ``/work``
-  (read-write, the current directory). The root itself is read-only: only ``/work`` and ``/tmp``
-  (gone with the run) can be written. Nothing else of the host exists inside: not ``/root``, not
-  ``/home``, not ``/etc/shadow``, not the repository.
+  ``/etc/ld.so.cache``; fresh ``/proc`` and ``/dev``; the work dir ``/work`` (the current directory,
+  holding ``main.py`` and the files, copied in by bwrap) and ``/tmp``, each a tmpfs of
+  ``max(64, 4 * max_file_mb)`` MB. The root itself is read-only. Nothing of the host can be written
+  and nothing else of it exists inside: not ``/root``, not ``/home``, not the repository.
 * Processes: ``--die-with-parent`` and ``--new-session``; the program is pid 2 of its own pid
   namespace, so when the run ends (bwrap killed with its process group by the supervisor) the kernel
-  kills every process left in the namespace, daemons included.
+  kills every process left in the namespace.
 * Exit codes: bwrap reports a program killed by signal N as exit code 128 + N, so an exit code in
   129..192 is read as that signal (``exit_code`` None, status by signal).
 * Limits: rlimits set inside the namespace with util-linux ``prlimit`` (RLIMIT_AS, RLIMIT_CPU,
-  RLIMIT_FSIZE, RLIMIT_NPROC), the wall time and output caps by the supervisor.
+  RLIMIT_FSIZE, RLIMIT_NPROC), the wall time and output caps by the supervisor, and, when this
+  process is root on cgroup v1 (:mod:`sandbox.cgroups`), a cgroup per run: total memory of all its
+  processes, tmpfs and memfd pages included (``memory_mb`` + the tmpfs size + 32 MB for bwrap
+  itself), the process count (``max_processes`` + 2 for bwrap), the CPU time of all processes
+  (a CPU-time kill is a ``timeout``), OOM kills (``memory``), and a final SIGKILL to every process
+  of the cgroup, which nothing in the sandbox can leave (a process that escaped the namespace's
+  clean-up, e.g. by tracing the sandbox's init, dies there).
 
-Fork bombs. The kernel ignores ``RLIMIT_NPROC`` for processes whose real user is root. When this
-library runs as root it therefore starts ``bwrap`` as an unprivileged user (``run_as_uid``, default
-65534 "nobody"), whose user namespace it creates unprivileged; ``RLIMIT_NPROC`` is applied inside
-that namespace, where the kernel counts the processes of this run only (per-user-namespace counts,
-Linux 5.14 and later), so concurrent runs do not share the budget. The work dir is chowned to that
-user. When not root, bwrap runs as the caller, with the same counting.
-
-Not contained here (use the Docker backend where it matters): total memory of many processes (each
-one is capped by RLIMIT_AS, so at most ``max_processes * memory_mb``) and the total size of the files
-a run writes to its work dir (each file is capped by RLIMIT_FSIZE).
+Root: the kernel ignores ``RLIMIT_NPROC`` for real uid 0, so as root bwrap is started as an
+unprivileged user (``run_as_uid``, default 65534 "nobody"), after joining the run's cgroups
+(``setpriv``). Without per-run cgroups (not root, or cgroup v2 only) the total memory of many
+processes and the CPU time of children are bounded per process only; the sandbox logs this once
+(``BubblewrapSandbox.cgroup_reason``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from sandbox._supervise import supervise
 from sandbox.base import ExecResult, Limits, RawOutcome, SandboxBase, SandboxError, check_files, classify
-from sandbox.process import PROGRAM_NAME, prlimit_command, raw_outcome, write_workdir
+from sandbox.cgroups import RunCgroup, cgroup_support
+from sandbox.process import PROGRAM_NAME, prlimit_command, raw_outcome
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["BubblewrapSandbox", "bubblewrap_works"]
 
@@ -51,6 +56,9 @@ WORKDIR = "/work"
 NOBODY = 65534
 _TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _INSTALL_HINT = "install bubblewrap (`apt-get install -y bubblewrap`)"
+_BWRAP_OVERHEAD_MB = 32
+# Join the run's cgroups ("$@" up to "--" are cgroup.procs files), then run the rest of the command.
+_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 
 
 def _default_python() -> str:
@@ -102,17 +110,20 @@ class BubblewrapSandbox(SandboxBase):
         self.run_as_uid = run_as_uid if os.geteuid() == 0 else None
         self.default_limits = limits or Limits()
         self._binds = _root_binds(self.python)
+        self.setpriv = shutil.which("setpriv")
+        parents, self.cgroup_reason = cgroup_support()
+        self.uses_cgroups = parents is not None and self.run_as_uid is not None and self.setpriv is not None
+        if not self.uses_cgroups:
+            self.cgroup_reason = self.cgroup_reason if parents is None else "util-linux `setpriv` is missing"
+            _warn_once(self.cgroup_reason)
         self._probe()
 
     def _probe(self) -> None:
         # A program's own stderr could imitate bwrap's messages, so set-up failures are caught once,
         # here, with a program that cannot fail.
-        probe = self.command(Limits(), "/tmp")
-        probe = [*probe[: probe.index("--") + 1], self.python, "-c", "pass"]
-        user = {"user": self.run_as_uid, "group": self.run_as_uid} if self.run_as_uid is not None else {}
         try:
-            result = subprocess.run(probe, capture_output=True, timeout=30, check=False, **user)
-        except (OSError, subprocess.TimeoutExpired) as error:
+            result = self._supervised(Limits(wall_time_s=30), {}, python_args=["-c", "pass"])
+        except OSError as error:
             raise SandboxError(f"bwrap did not run: {error}; {_INSTALL_HINT}") from error
         if result.returncode != 0:
             message = result.stderr.decode(errors="replace").strip()
@@ -121,16 +132,30 @@ class BubblewrapSandbox(SandboxBase):
                 "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0)."
             )
 
-    def command(self, limits: Limits, workdir: str) -> list[str]:
-        """The full ``bwrap ... -- prlimit ... -- python3 main.py`` command line for one run."""
+    def command(self, limits: Limits, files: Mapping[str, int], python_args: list[str] | None = None) -> list[str]:
+        """The full ``bwrap ... -- prlimit ... -- python3 main.py`` command line for one run.
+
+        ``files``: path in the work dir -> a readable descriptor holding its content (copied by bwrap).
+        """
+        tmpfs_bytes = str(_tmpfs_mb(limits) * 2**20)
+        copies: list[str] = []
+        for directory in sorted({str(Path(path).parent) for path in files} - {"."}):
+            copies += ["--dir", f"{WORKDIR}/{directory}"]
+        for path, fd in files.items():
+            copies += ["--file", str(fd), f"{WORKDIR}/{path}"]
         return [
             self.bwrap,
             "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
             "--die-with-parent",
             "--new-session",
             *self._binds,
-            *("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"),
-            *("--bind", workdir, WORKDIR, "--chdir", WORKDIR),
+            *("--proc", "/proc", "--dev", "/dev"),
+            *("--size", tmpfs_bytes, "--tmpfs", "/tmp", "--size", tmpfs_bytes, "--tmpfs", WORKDIR),
+            *copies,
+            "--chdir",
+            WORKDIR,
             *("--remount-ro", "/"),  # the new root itself (a tmpfs holding the mount points) read-only
             *("--hostname", "sandbox", "--clearenv"),
             *("--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", WORKDIR),
@@ -141,7 +166,7 @@ class BubblewrapSandbox(SandboxBase):
             "-E",
             "-s",
             "-B",
-            PROGRAM_NAME,
+            *(python_args or [PROGRAM_NAME]),
         ]
 
     def run(
@@ -154,26 +179,77 @@ class BubblewrapSandbox(SandboxBase):
     ) -> ExecResult:
         """Run ``program`` as ``python3 main.py`` inside bwrap; see :class:`sandbox.base.Sandbox`."""
         limits = limits or self.default_limits
-        checked = check_files(files)
-        with tempfile.TemporaryDirectory(prefix="turngym-bwrap-") as workdir:
-            write_workdir(Path(workdir), program, checked)
-            user = {}
-            if self.run_as_uid is not None:
-                _chown_tree(workdir, self.run_as_uid)
+        contents = {PROGRAM_NAME: program.encode("utf-8"), **check_files(files)}
+        try:
+            raw = self._supervised(limits, contents, stdin=stdin.encode("utf-8"))
+        except OSError as error:
+            raise SandboxError(f"could not start bwrap: {error}; {_INSTALL_HINT}") from error
+        return classify(_signal_from_exit_code(raw), limits)
+
+    def _supervised(
+        self,
+        limits: Limits,
+        contents: Mapping[str, bytes],
+        *,
+        stdin: bytes = b"",
+        python_args: list[str] | None = None,
+    ) -> RawOutcome:
+        """Run bwrap under the supervisor (in a cgroup of its own where possible); the raw outcome."""
+        descriptors = {path: _memfd(data) for path, data in contents.items()}
+        cgroup = None
+        try:
+            argv = self.command(limits, descriptors, python_args)
+            user: dict = {}
+            if self.uses_cgroups:
+                memory_bytes = (limits.memory_mb + _tmpfs_mb(limits) + _BWRAP_OVERHEAD_MB) * 2**20
+                cgroup = RunCgroup.create(memory_bytes=memory_bytes, max_processes=limits.max_processes + 2)
+                uid = str(self.run_as_uid)
+                drop = [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+                argv = ["/bin/sh", "-c", _JOIN, "sh", *cgroup.procs_files(), "--", *drop, *argv]
+            elif self.run_as_uid is not None:
                 user = {"user": self.run_as_uid, "group": self.run_as_uid, "extra_groups": []}
-            try:
-                outcome = supervise(
-                    self.command(limits, workdir),
-                    cwd="/",
-                    env={"PATH": "/usr/bin:/bin"},
-                    stdin=stdin.encode("utf-8"),
-                    wall_time_s=limits.wall_time_s,
-                    max_output_bytes=limits.max_output_bytes,
-                    **user,
-                )
-            except OSError as error:
-                raise SandboxError(f"could not start bwrap: {error}; {_INSTALL_HINT}") from error
-        return classify(_signal_from_exit_code(raw_outcome(outcome)), limits)
+            outcome = supervise(
+                argv,
+                cwd="/",
+                env={"PATH": "/usr/bin:/bin"},
+                stdin=stdin,
+                wall_time_s=limits.wall_time_s,
+                max_output_bytes=limits.max_output_bytes,
+                pass_fds=tuple(descriptors.values()),
+                **user,
+            )
+            if cgroup is not None:
+                cgroup.kill_all()
+                outcome["cpu_time_s"] = max(outcome["cpu_time_s"], cgroup.cpu_time_s())
+                outcome["oom_killed"] = cgroup.oom_killed()
+        finally:
+            if cgroup is not None:
+                cgroup.close()
+            for fd in descriptors.values():
+                os.close(fd)
+        return raw_outcome(outcome)
+
+
+def _tmpfs_mb(limits: Limits) -> int:
+    return max(64, 4 * limits.max_file_mb)
+
+
+def _memfd(data: bytes) -> int:
+    fd = os.memfd_create("sandbox-file", 0)  # without MFD_CLOEXEC: bwrap inherits it
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+@functools.cache
+def _warn_once(reason: str) -> None:
+    logger.warning(
+        "bubblewrap sandbox without per-run cgroups (%s): memory and CPU time are limited per process only, "
+        "not for all the processes of a run together",
+        reason,
+    )
 
 
 def _signal_from_exit_code(raw: RawOutcome) -> RawOutcome:
@@ -182,13 +258,6 @@ def _signal_from_exit_code(raw: RawOutcome) -> RawOutcome:
     if raw.term_signal is None and raw.returncode is not None and 128 < raw.returncode <= 128 + 64:
         return dataclasses.replace(raw, returncode=None, term_signal=raw.returncode - 128)
     return raw
-
-
-def _chown_tree(root: str, uid: int) -> None:
-    os.chown(root, uid, uid)
-    for directory, subdirs, names in os.walk(root):
-        for name in subdirs + names:
-            os.chown(os.path.join(directory, name), uid, uid, follow_symlinks=False)
 
 
 @functools.lru_cache(maxsize=1)

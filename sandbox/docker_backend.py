@@ -5,21 +5,23 @@ Needs a running Docker daemon, the SDK (``pip install 'docker>=7'``) and the ima
 ``$TURNGYM_SANDBOX_IMAGE``, else ``turngym-sandbox:latest``).
 
 A run takes a container from the :class:`sandbox.docker_pool.ContainerPool` (no network, read-only
-root, tmpfs ``/tmp``, uid 65534, no capabilities, no new privileges, memory and pids limits) and hands
-the request to the in-container runner (:mod:`sandbox._runner`): one ``docker exec`` per container,
-started on first use and kept, reading framed requests on its stdin (``put_archive`` cannot write
-into a read-only root) and answering on its stdout, so a run costs no API call. The runner makes a fresh work dir in
-``/tmp``, runs ``python3 main.py`` under rlimits with the wall-time and output limits, then kills every
-process the run left and empties ``/tmp`` before the container goes back to the pool.
+root, tmpfs ``/tmp``, private IPC, no new privileges, memory and pids limits) and hands the request to
+the in-container runner (:mod:`sandbox._runner`, root in the container with a few capabilities): one
+``docker exec`` per container, started on first use and kept, reading framed requests on its stdin
+(``put_archive`` cannot write into a read-only root) and answering on its stdout, so a run costs no
+API call. The runner makes a fresh work dir in ``/tmp``, runs ``python3 main.py`` as uid 65534 (no
+capabilities) under rlimits with the wall-time and output limits, then resets the container: kills
+every process the run left, empties ``/tmp``, ``/dev/shm`` and ``/dev/mqueue``, and checks that no
+System V IPC object is left. A container that is not clean afterwards is removed, never reused.
 
 Failures and what they become:
 
 * the container died or vanished (killed, removed, daemon restarted): idle containers that died too
   are dropped and the run is retried once on a fresh or live one, then :class:`SandboxError`;
 * no daemon answers: :class:`SandboxError` saying how to start one;
-* the runner returned nothing while its container still runs (the program killed it, it shares the
-  uid): status ``KILLED``; the runner did not answer in ``wall_time_s`` + a grace period (the program
-  stopped it): status ``TIMEOUT``. Either way that container is discarded, not reused.
+* the runner returned nothing while its container still runs: status ``KILLED``; the runner did not
+  answer in ``wall_time_s`` + a grace period: status ``TIMEOUT``. Either way that container is
+  discarded, not reused. (The program cannot cause either: it may not signal root's processes.)
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from sandbox.base import ExecResult, Limits, RawOutcome, SandboxBase, SandboxErr
 from sandbox.docker_pool import ContainerPool
 from sandbox.image import default_image
 
-__all__ = ["DockerSandbox", "docker_client", "docker_daemon_answers", "runner_source"]
+__all__ = ["DockerSandbox", "docker_client", "docker_daemon_answers", "docker_socket_answers", "runner_source"]
 
 _GRACE_S = 10.0  # the host waits this long past the wall time before giving up on a runner
 _START_HINT = (
@@ -73,6 +75,21 @@ def docker_daemon_answers() -> bool:
     except (ImportError, SandboxError):
         return False
     return True
+
+
+def docker_socket_answers(timeout_s: float = 2.0) -> bool:
+    """Whether a Docker daemon answers a ping on its Unix socket (``$DOCKER_HOST`` or the default), SDK or not."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(timeout_s)
+            connection.connect(host[len("unix://") :])
+            connection.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in connection.recv(1024)
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,7 +191,7 @@ class DockerSandbox(SandboxBase):
         for stream in ("stdout", "stderr"):
             outcome[stream] = base64.b64decode(outcome[stream])
         raw = RawOutcome(**{name: outcome[name] for name in RawOutcome.__dataclass_fields__})
-        return classify(raw, limits), True
+        return classify(raw, limits), bool(outcome.get("reusable", False))
 
     def _forget(self, container: Any) -> None:
         connection = self._connections.pop(container.id, None)
@@ -227,7 +244,7 @@ class _RunnerConnection:
 
         command = ["/usr/bin/python3", "-E", "-s", "-c", runner_source()]
         try:
-            exec_id = client.api.exec_create(container.id, command, stdin=True, user="65534:65534", workdir="/tmp")
+            exec_id = client.api.exec_create(container.id, command, stdin=True, user="0:0", workdir="/tmp")
             response = client.api.exec_start(exec_id["Id"], socket=True)
         except docker.errors.NotFound as error:
             raise _ContainerGone(f"container {container.short_id} is gone") from error

@@ -1,9 +1,12 @@
 """A warm pool of locked-down sandbox containers, and the clean-up that keeps none of them behind.
 
-Every container runs ``--network none``, a read-only root, a tmpfs ``/tmp`` (the only writable place),
-``--user 65534:65534``, ``--cap-drop ALL``, ``--security-opt no-new-privileges``, and memory, swap, CPU
-and pids limits. Its pid 1 is a tiny Python loop that ignores SIGCHLD, so that processes orphaned and
-killed by a run are reaped at once (zombies would count against the pids limit).
+Every container runs ``--network none``, a read-only root, a tmpfs ``/tmp`` (the only writable place
+besides the private ``/dev/shm`` and ``/dev/mqueue``), ``--ipc private``, all capabilities dropped but
+the few the in-container runner needs to reset the container (:data:`RUNNER_CAPABILITIES`; the
+program itself runs as uid 65534 with none), ``--security-opt no-new-privileges``, and memory, swap,
+CPU and pids limits. Its pid 1 is a tiny Python loop, owned by root so that no program can signal or
+replace it, that ignores SIGCHLD, so that processes orphaned and killed by a run are reaped at once
+(zombies would count against the pids limit).
 
 Containers are created for a :class:`ContainerShape` (the limits fixed at creation) on first need, kept
 idle after a run, and at most ``size`` of one shape exist at a time. A container whose run failed is
@@ -45,6 +48,9 @@ _PID1 = (
     f"{PID1_MARKER}\nimport signal\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nwhile True:\n    signal.pause()\n"
 )
 _RUNNER_OVERHEAD_MB = 64  # the in-container runner's own memory, on top of the program's limit
+# What the root runner needs to reset a container: chown the work dir, kill the program's processes,
+# drop to the program's user, and remove whatever the program left in /tmp, /dev/shm, /dev/mqueue.
+RUNNER_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"]
 
 
 @dataclass(frozen=True)
@@ -67,12 +73,13 @@ class ContainerShape:
             "network_mode": "none",
             "read_only": True,
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"},
-            "user": "65534:65534",
+            "user": "0:0",
             "mem_limit": memory,
             "memswap_limit": memory,  # no swap beyond the memory limit
             "pids_limit": self.max_processes + 2,  # the program's own, plus pid 1 and the runner
             "nano_cpus": int(self.cpus * 1e9),
             "cap_drop": ["ALL"],
+            "cap_add": RUNNER_CAPABILITIES,
             "security_opt": ["no-new-privileges"],
             "ipc_mode": "private",
             "working_dir": "/tmp",

@@ -379,7 +379,9 @@ def trainable(result: RolloutResult, keep_fraction: float = 1.0) -> tuple[list[T
 def episode_metrics(result: RolloutResult) -> dict[str, float]:
     """reward/*, episode/* over the step's complete episodes (empty when every group was dropped).
 
-    The same definitions as ``python -m agents.eval``'s table (:func:`agents.eval.summarize`).
+    The same definitions as ``python -m agents.eval``'s table (:func:`agents.eval.summarize`), plus
+    ``env/<name>``: the mean of every numeric metric the episodes' ``Trajectory.metrics`` hold (their
+    env's last ``info["metrics"]``), over the episodes that report it.
     """
     import statistics
 
@@ -405,7 +407,17 @@ def episode_metrics(result: RolloutResult) -> dict[str, float]:
         "episode/invalid_action_rate": summary.invalid_action_rate,
         "episode/count": float(n),
         **{f"episode/{kind}_fraction": ended[kind] / n for kind in ("terminated", "truncated", "max_tokens")},
+        **_env_metric_means(episodes),
     }
+
+
+def _env_metric_means(episodes: list[Any]) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for episode in episodes:
+        for name, value in episode.metrics.items():
+            if isinstance(value, (int, float)):
+                values.setdefault(name, []).append(float(value))
+    return {f"env/{name}": sum(found) / len(found) for name, found in sorted(values.items())}
 
 
 def timing_metrics(metrics: dict[str, Any], started: float, train_started: float) -> dict[str, float]:

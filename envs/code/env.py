@@ -7,13 +7,26 @@ the program in it is the last fenced Python block (or the content of ``<answer_t
 :mod:`envs.code.extract`). An answer without a program is a format failure: the reward is
 ``-format_penalty``, ``info["action_is_valid"]`` is False, and no test runs.
 
-A program is judged on every test case in one sandboxed run (:mod:`envs.code.runners`). With
-``reward_mode="all"`` a submission scores 1 when every case passes and 0 otherwise; with
-``"fraction"`` it scores the fraction of cases passed. The reward of a turn is how much the best
-score of the episode improved (so the episode's return is its best score, never a sum over retries).
-All cases passing ends the episode (``terminated``, ``success``); otherwise, while turns remain
-(``max_turns``, default 1), the observation reports the failing cases (statuses, expected and actual
-output, traceback tails; at most ``feedback_chars`` characters) and the model may submit again.
+A program is judged on every test case (:mod:`envs.code.runners`: the sandbox sees inputs only, the
+verdicts are computed outside it). With ``reward_mode="all"`` a submission scores 1 when every case
+passes and 0 otherwise; with ``"fraction"`` it scores the fraction of cases passed. The reward of a
+turn is how much the best score of the episode improved (so the episode's return is its best score,
+never a sum over retries). All cases passing ends the episode (``terminated``, ``success``).
+
+Held-out tests. With more than one turn (``max_turns`` > 1 or ``None``) a failing submission gets
+feedback and may try again, so the tests are split as competitive-programming judges do: the first
+third (at least one; :func:`visible_count`) are *visible*: the feedback shows their failures
+(statuses, expected and actual output, traceback tails; at most ``feedback_chars`` characters); the
+others are *held out*: the feedback says only whether they all passed, never which, and
+``"fraction"`` scores the held-out cases alone, so memorising what the feedback showed earns
+nothing. A problem with a single test holds it out. Single-turn episodes show nothing and score
+every case.
+
+Every step's metrics carry ``judge_tamper`` (1.0 once a program of the episode touched the judge's protocol:
+printed verdict-like lines, exited before its test calls returned, wrote into the result channel, raised a
+non-``Exception``
+``BaseException``, or reaches for frames, ``/proc``, the garbage collector or signals; see
+:func:`envs.code.runners.tamper_signals`) and one ``tamper_<signal>`` counter per signal.
 
 The turn limit is part of the task here (a problem with N attempts), so the last allowed turn ends the
 episode as ``terminated``, not ``truncated``: nothing follows the last attempt, and a trainer must
@@ -32,10 +45,17 @@ from envs.code.problems import Problem
 from envs.code.runners import JudgeConfig, TestReport, run_tests
 from envs.core import StepOutcome, TextEnv
 
-__all__ = ["SPLITS", "CodeEnv", "make_code_sandbox", "split_of"]
+__all__ = ["SPLITS", "TAMPER_SIGNALS", "CodeEnv", "make_code_sandbox", "split_of", "visible_count"]
 
 SPLITS = ("all", "train", "test")
+TAMPER_SIGNALS = ("verdict_output", "early_exit", "result_forgery", "base_exception", "judge_probe")
 _SANDBOXES: dict[str, Any] = {}
+
+
+def visible_count(num_tests: int) -> int:
+    """How many of a problem's first tests the multi-turn feedback may show: a third, at least one, and
+    never all (a problem with one test shows none)."""
+    return 0 if num_tests < 2 else max(1, num_tests // 3)
 
 
 def split_of(problem_id: str) -> str:
@@ -54,9 +74,10 @@ def make_code_sandbox(backend: str):
         try:
             _SANDBOXES[backend] = make_sandbox(backend)
         except SandboxError as error:
+            reason = " ".join(str(error).split())  # one line
             raise SandboxError(
-                f"CodeEnv cannot create its sandbox (backend {backend!r}): {error} "
-                "For trusted code only (your own reference solutions), sandbox='process' runs without isolation."
+                f"CodeEnv cannot create its sandbox (sandbox={backend!r}): {reason}; or, for trusted code only "
+                "(e.g. your own reference solutions), run without isolation: env.sandbox=process"
             ) from error
     return _SANDBOXES[backend]
 
@@ -86,7 +107,7 @@ class CodeEnv(TextEnv):
     Info keys besides the standard ones: ``problem_id``, ``kind``, ``num_tests``; after a step also
     ``tests_passed``, ``case_statuses`` (one status per case, empty without a program),
     ``sandbox_status`` and ``best_score``. Metrics: ``pass_fraction``, ``tests_passed``,
-    ``judge_wall_time_s``.
+    ``judge_wall_time_s``, ``judge_tamper`` and ``tamper_<signal>`` (module docstring).
     """
 
     def __init__(
@@ -141,6 +162,7 @@ class CodeEnv(TextEnv):
         self._problem: Problem | None = None
         self._best_score = 0.0
         self._last_report: TestReport | None = None
+        self._tamper: dict[str, bool] = {}
 
     @property
     def problem(self) -> Problem:
@@ -156,6 +178,7 @@ class CodeEnv(TextEnv):
         self._problem = self._choose_problem(options)
         self._best_score = 0.0
         self._last_report = None
+        self._tamper: dict[str, bool] = {}
         return _statement(self._problem), self._problem_info()
 
     def _step(self, action: str) -> StepOutcome:
@@ -166,13 +189,19 @@ class CodeEnv(TextEnv):
                 observation=self._format_help(),
                 terminated=self._last_turn(),
                 action_is_valid=False,
-                metrics={"pass_fraction": 0.0, "tests_passed": 0.0, "judge_wall_time_s": 0.0},
+                metrics={
+                    "pass_fraction": 0.0,
+                    "tests_passed": 0.0,
+                    "judge_wall_time_s": 0.0,
+                    **_tamper_metrics(self._tamper),
+                },
                 extra_info={**self._problem_info(), "tests_passed": 0, "case_statuses": [],
                             "sandbox_status": "", "best_score": self._best_score},
             )  # fmt: skip
         report = run_tests(self.sandbox, problem, code, self.judge_config)
         self._last_report = report
-        score = report.reward(self.reward_mode)  # type: ignore[arg-type]
+        self._tamper = {name: bool(self._tamper.get(name) or flag) for name, flag in report.tamper.items()}
+        score = self._score(report)
         reward = max(score - self._best_score, 0.0)
         self._best_score = max(self._best_score, score)
         return StepOutcome(
@@ -184,6 +213,7 @@ class CodeEnv(TextEnv):
                 "pass_fraction": report.pass_fraction,
                 "tests_passed": report.num_passed,
                 "judge_wall_time_s": report.wall_time_s,
+                **_tamper_metrics(self._tamper),
             },
             extra_info={
                 **self._problem_info(),
@@ -193,6 +223,16 @@ class CodeEnv(TextEnv):
                 "best_score": self._best_score,
             },
         )
+
+    def _visible(self) -> int:
+        """How many first tests the feedback shows (none in single-turn episodes)."""
+        return 0 if self.max_attempts == 1 else visible_count(len(self.problem.tests))
+
+    def _score(self, report: TestReport) -> float:
+        if self.reward_mode == "all":
+            return report.reward("all")
+        decisive = report.cases[self._visible() :]
+        return sum(case.passed for case in decisive) / len(decisive)
 
     def render_text(self, color: bool = False) -> str:
         problem = self.problem
@@ -246,18 +286,27 @@ class CodeEnv(TextEnv):
         return f"No program found in your answer. Write your complete solution {where}, for example:\n{example}"
 
     def _feedback(self, report: TestReport) -> str:
-        """What the model reads after a submission: a summary, then the first failing cases, clipped."""
+        """What the model reads after a submission: visible failures in detail, held-out ones only as a whole."""
         total = len(report.cases)
         if report.all_passed:
             return f"All {total} tests passed."
-        lines = [f"{report.num_passed} of {total} tests passed."]
-        failures = [(i, case) for i, case in enumerate(report.cases) if not case.passed]
+        if self.max_attempts == 1:
+            return f"{report.num_passed} of {total} tests passed."
+        shown = self._visible()
+        visible, held_out = report.cases[:shown], report.cases[shown:]
+        lines = [f"{sum(c.passed for c in visible)} of {shown} visible tests passed."] if shown else []
+        lines.append(
+            "The hidden tests all passed."
+            if all(c.passed for c in held_out)
+            else f"Not all of the {len(held_out)} hidden tests passed (hidden tests are not shown)."
+        )
+        failures = [(i, case) for i, case in enumerate(visible) if not case.passed]
         for i, case in failures[: self.max_failures_shown]:
             lines.append(f"\nTest {i + 1}: {case.status.replace('_', ' ')}")
             if case.message:
                 lines.append(case.message)
         if len(failures) > self.max_failures_shown:
-            lines.append(f"\n({len(failures) - self.max_failures_shown} more failing tests not shown)")
+            lines.append(f"\n({len(failures) - self.max_failures_shown} more failing visible tests not shown)")
         if not self._last_turn():
             lines.append("\nFix your program and submit the complete corrected solution.")
         text = "\n".join(lines)
@@ -268,6 +317,12 @@ class CodeEnv(TextEnv):
     def _last_turn(self) -> bool:
         """Whether the turn being judged is the last one allowed (``max_turns``)."""
         return self.max_attempts is not None and self.turn + 1 >= self.max_attempts
+
+
+def _tamper_metrics(tamper: Mapping[str, bool]) -> dict[str, float]:
+    metrics = {f"tamper_{name}": float(tamper.get(name, False)) for name in TAMPER_SIGNALS}
+    metrics["judge_tamper"] = float(tamper.get("judge_tamper", False))
+    return metrics
 
 
 def _statement(problem: Problem) -> str:
@@ -297,5 +352,8 @@ def _instructions(max_turns: int | None, answer_tag: str | None) -> str:
     ]
     if max_turns is None or max_turns > 1:
         limit = "until they pass" if max_turns is None else f"up to {max_turns} submissions in all"
-        lines.append(f"If tests fail you will see which ones and may submit a corrected complete solution ({limit}).")
+        lines.append(
+            "If tests fail you will see which of the visible tests failed (hidden tests are only reported as a "
+            f"whole) and may submit a corrected complete solution ({limit})."
+        )
     return "\n".join(lines)

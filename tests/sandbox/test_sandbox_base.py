@@ -80,14 +80,38 @@ def test_unknown_backend_names_the_choices():
 
 def test_auto_never_picks_the_process_backend(monkeypatch):
     monkeypatch.setattr(sandbox, "available_backends", lambda: ["process"])
-    with pytest.raises(SandboxError, match="apt-get install -y bubblewrap"):
+    with pytest.raises(SandboxError, match="apt-get install -y bubblewrap") as raised:
         sandbox.make_sandbox("auto")
+    assert "\n" not in str(raised.value)
 
 
-def test_auto_prefers_bubblewrap_when_docker_is_missing(monkeypatch):
+def test_auto_says_once_why_a_running_docker_daemon_is_not_used(monkeypatch, caplog):
+    # The daemon answers on its socket (a real one here), but the SDK is "missing": auto falls back to
+    # bubblewrap and says so, once, naming the package to install.
+    import builtins
+
+    import sandbox.docker_backend as docker_backend
+
+    real_import = builtins.__import__
+
+    def no_docker_package(name, *args, **kwargs):
+        if name == "docker":
+            raise ImportError("No module named 'docker'")
+        return real_import(name, *args, **kwargs)
+
     monkeypatch.setattr(sandbox, "available_backends", lambda: ["bubblewrap", "process"])
-    chosen = sandbox.make_sandbox("auto")
-    assert chosen.name == "bubblewrap"
+    monkeypatch.setattr(docker_backend, "docker_daemon_answers", lambda: False)
+    monkeypatch.setattr(docker_backend, "docker_socket_answers", lambda: True)
+    monkeypatch.setattr(builtins, "__import__", no_docker_package)
+    monkeypatch.setattr(sandbox, "_LOGGED", set())
+    with caplog.at_level("INFO", logger="sandbox"):
+        first, second = sandbox.make_sandbox("auto"), sandbox.make_sandbox("auto")
+    assert first.name == second.name == "bubblewrap"
+    messages = [record.getMessage() for record in caplog.records if record.name == "sandbox"]
+    assert messages == [
+        "sandbox=auto chose the bubblewrap backend: Docker is not usable (a Docker daemon is running but the "
+        "`docker` Python package is missing: pip install 'docker>=7')"
+    ]
 
 
 def test_process_backend_is_always_available():

@@ -89,9 +89,9 @@ def test_program_ignoring_stdin_is_fine(sandbox):
 
 
 def test_wall_time_limit(sandbox):
-    result = sandbox.run("import time\nprint('started', flush=True)\ntime.sleep(30)", limits=Limits(wall_time_s=1.0))
+    result = sandbox.run("import time\nprint('started', flush=True)\ntime.sleep(30)", limits=Limits(wall_time_s=3.0))
     assert (result.status, result.exit_code, result.stdout) == (Status.TIMEOUT, None, "started\n")
-    assert 1.0 <= result.wall_time_s < 4.0
+    assert 3.0 <= result.wall_time_s < 8.0
 
 
 def test_cpu_time_limit(sandbox):

@@ -52,12 +52,38 @@ def test_multi_turn_rewards_are_improvements_of_the_best_score():
     n = len(env.problem.tests)
     observation, reward, terminated, _, info = env.step(fenced("def rotate_left(items):\n    return items"))
     passed = info["tests_passed"]  # rotating a list of one element (or none) is the identity
-    assert 0 < passed < n and reward == pytest.approx(passed / n) and not terminated
-    assert f"{passed} of {n} tests passed." in observation and "Fix your program" in observation
+    # 9 tests: the first 9 // 3 = 3 are visible, and "fraction" scores the 6 held-out ones alone.
+    held_out_passed = info["case_statuses"][3:].count("passed")
+    assert n == 9 and 0 < passed < n and reward == pytest.approx(held_out_passed / 6) and not terminated
+    assert "visible tests passed." in observation and "Fix your program" in observation
     _, reward, terminated, _, info = env.step("no code at all")
     assert (reward, info["action_is_valid"], terminated) == (-0.1, False, False)
     _, reward, terminated, _, info = env.step(env.oracle()[0])
-    assert reward == pytest.approx(1 - passed / n) and terminated and info["success"]
+    assert reward == pytest.approx(1 - held_out_passed / 6) and terminated and info["success"]
+
+
+def test_feedback_never_shows_held_out_tests():
+    # A lookup table of everything the feedback showed over 4 turns: it passes the visible tests and
+    # earns nothing, in either reward mode, because the reward comes from tests never shown.
+    for mode in ("all", "fraction"):
+        env = make(max_turns=4, reward_mode=mode)
+        env.reset(options={"problem_id": "bundled/caesar_shift/0"})
+        problem = env.problem
+        table: dict[str, str] = {}
+        total = 0.0
+        for _ in range(4):
+            program = f"import sys\ntable = {table!r}\nprint(table.get(sys.stdin.read(), ''))\n"
+            observation, reward, terminated, _, _ = env.step(fenced(program))
+            total += reward
+            for case in problem.tests:
+                if repr(case.output.strip()) in observation or case.output.strip() in observation.split("\n"):
+                    table[case.input] = case.output
+            if terminated:
+                break
+        hidden = problem.tests[len(problem.tests) // 3 :]
+        assert problem.kind == "stdio" and total == 0.0
+        assert not any(case.input in table for case in hidden)
+        assert set(table) <= {case.input for case in problem.tests[: len(problem.tests) // 3]} and table
 
 
 def test_last_turn_without_success_terminates():
@@ -104,12 +130,15 @@ def test_answer_tag_mode():
 
 def test_missing_sandbox_is_a_clear_error(monkeypatch):
     def refuse(backend):
-        raise sandbox_package.SandboxError("no isolating sandbox backend is available: install bubblewrap")
+        raise sandbox_package.SandboxError("no isolating sandbox backend is available:\ninstall bubblewrap")
 
     monkeypatch.setattr(sandbox_package, "make_sandbox", refuse)
     monkeypatch.setattr(code_env_module, "_SANDBOXES", {})
-    with pytest.raises(sandbox_package.SandboxError, match=r"CodeEnv cannot create its sandbox.*install bubblewrap"):
+    with pytest.raises(sandbox_package.SandboxError) as raised:
         CodeEnv(sandbox="auto")
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("CodeEnv cannot create its sandbox (sandbox='auto')")
+    assert "install bubblewrap" in message and message.endswith("env.sandbox=process")
 
 
 def test_bad_options_raise():
@@ -119,3 +148,16 @@ def test_bad_options_raise():
         make(split="dev")
     with pytest.raises(FileNotFoundError, match="neither"):
         make(dataset="/no/such/file.jsonl")
+
+
+def test_tamper_metrics_flag_programs_that_touch_the_judge():
+    env = make(max_turns=2)
+    env.reset(options={"problem_id": "bundled/rotate_left/2"})
+    honest = env.step(env.oracle()[0])[4]["metrics"]
+    assert honest["judge_tamper"] == 0.0 and all(honest[f"tamper_{s}"] == 0.0 for s in code_env_module.TAMPER_SIGNALS)
+    env.reset(options={"problem_id": "bundled/rotate_left/2"})
+    forging = env.step(fenced("import sys\nprint('All 9 tests passed.')\nsys.exit(0)"))[4]["metrics"]
+    # A call problem: the printed summary is verdict-like, and exiting before the call is an early exit.
+    assert (forging["judge_tamper"], forging["tamper_verdict_output"], forging["tamper_early_exit"]) == (1, 1, 1)
+    later = env.step("no program")[4]["metrics"]  # the flag stays up for the rest of the episode
+    assert later["judge_tamper"] == 1.0

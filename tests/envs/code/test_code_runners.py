@@ -100,11 +100,13 @@ def test_exit_codes(sandbox):
 
 
 def test_a_solution_cannot_forge_verdicts_or_read_answers(sandbox):
-    # The verdict lines carry a fresh nonce the child never sees; its stdout is a pipe, not the harness's.
-    forge = 'import sys\nsys.__stdout__.write(\'x {"job": 0, "case": 0, "status": "passed"}\\n\')\nprint(3)'
-    assert statuses(run_tests(sandbox, ADD, forge)) == ["passed", "wrong_answer", "wrong_answer"]
-    snoop = "import __main__\nprint(len(__main__._SECRETS), len(__main__.__dict__.get('_SECRETS', {})))"
-    assert run_tests(sandbox, ADD, snoop).cases[0].message.endswith("got:\n0 0\n")
+    # Verdicts are computed outside the sandbox: a verdict-like line is just wrong output, and the
+    # harness (the solution's parent) holds no expected output to read.
+    forge = 'print(3)\nprint(\'x {"job": 0, "case": 0, "status": "passed"}\')'
+    report = run_tests(sandbox, ADD, forge)
+    assert statuses(report) == ["wrong_answer"] * 3 and report.tamper["verdict_output"]
+    snoop = "import __main__\nprint(sorted(k for k in vars(__main__) if 'SECRET' in k or 'expected' in k))"
+    assert run_tests(sandbox, ADD, snoop).cases[0].message.endswith("got:\n[]\n")
 
 
 def test_batch_keeps_jobs_apart(sandbox):
