@@ -86,6 +86,12 @@ def _register_builtins() -> None:
         gym_id="turngym/Verifiers-v0",
         description="A verifiers environment (environment=..., classic API) scored by its rubric; verifiers==0.3.1",
     )
+    register(
+        "openenv",
+        "envs.openenv:OpenEnvEnv",
+        gym_id="turngym/OpenEnv-v0",
+        description="An OpenEnv server (base_url=... or image=...; default: Sokoban served here); openenv==0.4.1",
+    )
 
 
 _register_builtins()
