@@ -63,10 +63,8 @@ def test_openenv_client_plays_turngym_sokoban_to_success(sokoban_url):
             turns.append((action, result.reward, result.done))
         assert result.observation["success"] and result.observation["terminated"]
     # seed 0: 5 moves (-0.5), then 4 moves pushing the box onto its target: -0.4 + 1 + 10 = 10.6
-    assert turns == play_in_process("sokoban", 0) == [
-        ("Right || Up || Right || Right || Down", -0.5, False),
-        ("Left || Up || Left || Down", 10.6, True),
-    ]
+    expected = [("Right || Up || Right || Right || Down", -0.5, False), ("Left || Up || Left || Down", 10.6, True)]
+    assert turns == play_in_process("sokoban", 0) == expected
 
 
 def test_invalid_text_is_a_penalised_step_and_malformed_messages_are_server_errors(sokoban_url):
@@ -105,7 +103,8 @@ def test_concurrent_sessions_get_independent_environments(sokoban_url):
 def test_schema_metadata_and_health_over_http(sokoban_url):
     schema = requests.get(f"{sokoban_url}/schema", timeout=10).json()
     assert schema["action"]["required"] == ["text"]
-    assert {"text", "terminated", "truncated", "success", "action_is_valid"} <= set(schema["observation"]["properties"])
+    fields = set(schema["observation"]["properties"])
+    assert {"text", "terminated", "truncated", "success", "action_is_valid"} <= fields
     metadata = requests.get(f"{sokoban_url}/metadata", timeout=10).json()
     assert metadata["name"] == "sokoban" and metadata["version"] == "turngym"
     assert requests.get(f"{sokoban_url}/health", timeout=10).json()["status"] == "healthy"
@@ -207,7 +206,7 @@ def test_structured_actions_from_text_against_an_openenv_server(guess_url):
     assert '"guess"' in env.action_format and "JSON schema" in env.instructions and env.oracle() is None
     steps = [
         env.step("50"),  # a bare value for the only field
-        env.step("I think\n```json\n{\"guess\": 30}\n```"),  # a fenced JSON object
+        env.step('I think\n```json\n{"guess": 30}\n```'),  # a fenced JSON object
         env.step("hmm, maybe a lot"),  # no JSON: not sent, penalised
         env.step('{"guess": "thirty"}'),  # fails the action schema: not sent, penalised
         env.step('{"guess": 500}'),  # valid for the schema, the server raises: penalised, nothing counted
