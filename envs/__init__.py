@@ -84,7 +84,7 @@ def _register_builtins() -> None:
         "verifiers",
         "envs.verifiers:VerifiersEnv",
         gym_id="turngym/Verifiers-v0",
-        description="A verifiers environment (environment=..., classic API) scored by its rubric; verifiers==0.3.1",
+        description="A verifiers v1 taskset (taskset=...) played turn by turn, scored by its rewards; verifiers 0.4.0",
     )
     register(
         "openenv",
