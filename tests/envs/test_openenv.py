@@ -254,3 +254,54 @@ def test_server_gone_mid_episode_raises_connection_error():
     server.stop()
     with pytest.raises(ConnectionError, match="OpenEnv"):
         env.step("Up")
+
+
+# --------------------------------------------------------------------------------------------------
+# python -m envs.serve
+# --------------------------------------------------------------------------------------------------
+def test_serve_arguments():
+    from envs.serve import parse_args
+
+    assert parse_args(["sokoban", "env.dim=[7, 8]", "env.require_answer_tag=true", "port=8001"]) == (
+        "sokoban",
+        {"dim": [7, 8], "require_answer_tag": True},
+        {"host": "127.0.0.1", "port": 8001, "max_sessions": 256},
+    )
+    with pytest.raises(SystemExit, match="unknown option 'prot'"):
+        parse_args(["sokoban", "prot=8001"])
+    with pytest.raises(SystemExit, match="options look like"):
+        parse_args(["sokoban", "dim"])
+    with pytest.raises(SystemExit, match=r"python -m envs\.serve <env id>"):
+        parse_args([])
+
+
+@pytest.mark.slow
+def test_serve_cli_serves_a_registered_env_to_openenv_clients():
+    import subprocess
+    import sys
+    import time
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "envs.serve", "frozenlake", "env.size=5", f"port={port}"])
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=1).ok:
+                    break
+            except requests.RequestException:
+                assert time.monotonic() < deadline and server.poll() is None, "envs.serve did not start"
+                time.sleep(0.5)
+        with GenericEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as client:
+            result = client.reset(seed=4)
+            assert result.observation["text"] == envs.make("frozenlake", size=5).reset(seed=4)[0]
+            while not result.done:
+                result = client.step({"text": client.state()["oracle"][0]})
+            assert result.observation["success"] and result.reward == 1.0
+    finally:
+        server.terminate()
+        server.wait(30)
+    bad = subprocess.run(
+        [sys.executable, "-m", "envs.serve", "frozenlake", "env.sise=5"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "did you mean 'size'" in bad.stderr
