@@ -134,7 +134,7 @@ class OpenEnvEnv(TextEnv):
         max_turns: int | None = None,
         format_penalty: float = 0.1,
         max_action_chars: int = 1 << 20,
-        connect_timeout_s: float = 10.0,
+        connect_timeout_s: float = 30.0,
         message_timeout_s: float = 60.0,
         render_mode: str | None = "ansi",
     ) -> None:
