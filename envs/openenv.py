@@ -64,7 +64,9 @@ class TextActionCodec:
     def action_format(self) -> str:
         if self.text_field:
             return f"free text (sent as the action's {self.text_field!r} field)"
-        return f"a JSON object matching this JSON schema: {json.dumps(self.schema, separators=(',', ':'))}"
+        shown = dict(self.schema)  # without OpenEnv's optional ``metadata`` field, which a model never needs
+        shown["properties"] = {k: v for k, v in shown.get("properties", {}).items() if k != "metadata"}
+        return f"a JSON object matching this JSON schema: {json.dumps(shown, separators=(',', ':'))}"
 
     def encode(self, text: str) -> tuple[dict[str, Any] | None, str]:
         """``(action, "")`` or ``(None, why the text is not an action)``."""
@@ -327,7 +329,7 @@ def _close_in_background(client: Any) -> None:
 
 
 def _start_container(image: str) -> tuple[Any, str]:
-    """Start ``image`` with its port 8000 published on 127.0.0.1 only; the provider stops it with the client."""
+    """Start the local ``image`` (never pulled) with its port 8000 on 127.0.0.1 only; stopped with the client."""
     from openenv.core.containers.runtime.providers import LocalDockerProvider
 
     class LoopbackDockerProvider(LocalDockerProvider):
@@ -338,7 +340,8 @@ def _start_container(image: str) -> tuple[Any, str]:
 
             port = port or self._find_available_port()
             self._container_name = self._generate_container_name(image)
-            command = ["docker", "run", "-d", "--name", self._container_name, "-p", f"127.0.0.1:{port}:8000"]
+            command = ["docker", "run", "-d", "--pull", "never", "--name", self._container_name]
+            command += ["-p", f"127.0.0.1:{port}:8000"]
             for key, value in (env_vars or {}).items():
                 command += ["-e", f"{key}={value}"]
             result = subprocess.run([*command, image], capture_output=True, text=True)

@@ -247,6 +247,22 @@ def test_no_server_is_a_clear_connection_error():
         envs.make("openenv", base_url=url, image="some-image")
 
 
+@pytest.mark.docker
+def test_missing_docker_image_is_a_clear_error_and_leaves_no_container():
+    import os
+    import subprocess
+
+    from sandbox.docker_backend import docker_daemon_answers
+
+    if not docker_daemon_answers():  # as tests/sandbox/conftest.py: a skip locally, a failure in CI
+        message = "no Docker daemon answers: start one with `dockerd --bridge=none --iptables=false &` (root)"
+        pytest.fail(message) if os.environ.get("CI", "").lower() == "true" else pytest.skip(message)
+    with pytest.raises(RuntimeError, match="docker run turngym-no-such-image:latest failed"):
+        envs.make("openenv", image="turngym-no-such-image:latest")
+    listed = subprocess.run(["docker", "ps", "-aq", "--filter", "name=turngym-no-such-image"], capture_output=True)
+    assert listed.returncode == 0 and listed.stdout.strip() == b""
+
+
 def test_server_gone_mid_episode_raises_connection_error():
     server = start_server("frozenlake")
     env = envs.make("openenv", base_url=server.url, message_timeout_s=5.0)
