@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from envs.cleanup import close_later, start_cleanup_thread
 from envs.core import StepOutcome, TextEnv
 from envs.openenv_server import import_openenv, local_server
 
@@ -167,9 +167,10 @@ class OpenEnvEnv(TextEnv):
         generic = DEFAULT_INSTRUCTIONS.format(name=self.name, action_format=self.action_format)
         self.instructions = instructions or generic
         self._client = _connect(self.base_url, connect_timeout_s, message_timeout_s, self._provider)
-        # Garbage collection may run the finalizer in any thread, a server's event loop included, so it
-        # must not wait on the network: it closes the session from a thread of its own.
-        self._finalizer = weakref.finalize(self, _close_in_background, self._client)
+        # Garbage collection may run the finalizer in any thread (a server's event loop, inside a lock), so
+        # the session is closed from the cleanup thread (envs/cleanup.py).
+        start_cleanup_thread()
+        self._finalizer = weakref.finalize(self, close_later, _close_client, self._client)
         self._last_text = ""
 
     # ----------------------------------------------------------------------------------------------
@@ -306,8 +307,15 @@ def _get_json(base_url: str, path: str, timeout_s: float) -> dict[str, Any]:
 def _connect(base_url: str, connect_timeout_s: float, message_timeout_s: float, provider: Any) -> Any:
     from openenv.core import GenericEnvClient
 
+    # No keepalive pings: a busy machine can starve a client's or a server's event loop for longer than
+    # the ping timeout, which would kill a healthy session; message_timeout_s bounds every wait instead.
     client = GenericEnvClient(
-        base_url=base_url, connect_timeout_s=connect_timeout_s, message_timeout_s=message_timeout_s, provider=provider
+        base_url=base_url,
+        connect_timeout_s=connect_timeout_s,
+        message_timeout_s=message_timeout_s,
+        websocket_ping_interval_s=None,
+        websocket_ping_timeout_s=None,
+        provider=provider,
     ).sync()
     try:
         client.connect()
@@ -322,10 +330,6 @@ def _close_client(client: Any) -> None:
         client.close()
     except Exception:  # closing a session whose server is already gone: nothing left to release
         return
-
-
-def _close_in_background(client: Any) -> None:
-    threading.Thread(target=_close_client, args=(client,), name="openenv-close", daemon=True).start()
 
 
 def _start_container(image: str) -> tuple[Any, str]:

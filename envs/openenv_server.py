@@ -250,7 +250,15 @@ def serve_app(
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    config = uvicorn.Config(quiet_disconnects(app), log_level="warning", ws_max_size=WS_MAX_SIZE_BYTES, lifespan="off")
+    # No keepalive pings: client and server often share this process, where a ping says nothing more.
+    config = uvicorn.Config(
+        quiet_disconnects(app),
+        log_level="warning",
+        ws_max_size=WS_MAX_SIZE_BYTES,
+        ws_ping_interval=None,
+        ws_ping_timeout=None,
+        lifespan="off",
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"openenv-{name}", daemon=True)
     thread.start()

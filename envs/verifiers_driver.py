@@ -212,7 +212,13 @@ class EpisodeDriver:
         self._loop.close()
 
     def __del__(self) -> None:
-        if not sys.is_finalizing():
+        # An environment dropped mid-episode: cancel its episode (the exchange still closes). Not where an
+        # event loop runs: the garbage collector may be interrupting a server's loop, which must not block.
+        if sys.is_finalizing():
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
             with contextlib.suppress(Exception):
                 self.close()
 
