@@ -84,7 +84,13 @@ def _register_builtins() -> None:
         "verifiers",
         "envs.verifiers:VerifiersEnv",
         gym_id="turngym/Verifiers-v0",
-        description="A verifiers environment (environment=..., classic API) scored by its rubric; verifiers==0.3.1",
+        description="A verifiers v1 taskset (taskset=...) played turn by turn, scored by its rewards; verifiers 0.4.0",
+    )
+    register(
+        "openenv",
+        "envs.openenv:OpenEnvEnv",
+        gym_id="turngym/OpenEnv-v0",
+        description="An OpenEnv server (base_url=... or image=...; default: Sokoban served here); openenv==0.4.1",
     )
     register(
         "reasoning_gym",

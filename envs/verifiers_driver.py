@@ -1,13 +1,19 @@
-"""Driving a verifiers rollout one model turn at a time, for :class:`envs.verifiers.VerifiersEnv`.
+"""Driving a verifiers v1 episode one model turn at a time, for :class:`envs.verifiers.VerifiersEnv`.
 
-verifiers runs an episode as one coroutine, ``Environment.rollout(input, client, model, ...)``, that
-asks its ``client`` for every model response. :class:`TurnClient` is a client whose "model" is the
-turngym agent: it hands each prompt out and waits for the action text. :class:`RolloutDriver` runs
-the rollout and then the rubric on a private event loop, advancing it only inside :meth:`start` and
-:meth:`respond`, so that the verifiers code (stop conditions, ``env_response``, cleanup handlers,
-async reward functions) runs exactly as it would against a real model, and the environment's
-``step`` stays synchronous. When the calling thread already runs an event loop, the private loop is
-advanced in a helper thread.
+verifiers 0.4's ``verifiers.v1`` runs an episode as one coroutine, ``Env.run(task, agents)``: the env
+is control flow over its agent seats, each played through ``agent.run(task)`` (one segment) or
+``async with agent.interaction(task) as it: segment = await it.turn(message)`` (turn by turn), and a
+task's ``@vf.stop`` hooks and ``@vf.reward`` / ``@vf.metric`` functions judge the seat's ``Trace``.
+:class:`EpisodeDriver` runs ``Env.run`` on a private event loop with :class:`TurnSeats` as its
+agents: every model turn becomes a request handed to the turngym agent, and the loop advances only
+inside :meth:`EpisodeDriver.start` and :meth:`EpisodeDriver.respond`, so ``step`` stays synchronous.
+
+The seat stands in for verifiers' harness, runtime and model together: it keeps a real v1 ``Trace``
+(messages as ``MessageNode`` s), checks the task's trace-level ``@vf.stop`` hooks after each reply,
+ends the exchange as verifiers does (``agent_completed`` after ``run``, ``user_closed`` when the
+env leaves the interaction) and scores it with ``Task.score``. What it does not do: launch harness
+programs or runtimes (sandboxes, containers), serve MCP toolsets, apply request/response
+interceptors or stops, or play more than one seat.
 """
 
 from __future__ import annotations
@@ -16,124 +22,188 @@ import asyncio
 import concurrent.futures
 import contextlib
 import sys
-from collections.abc import Coroutine
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 from envs.optional import import_pinned
 
-__all__ = ["VERIFIERS_INSTALL", "VERIFIERS_VERSION", "RolloutDriver", "Turn", "import_verifiers", "message_text"]
+__all__ = ["VERIFIERS_INSTALL", "VERIFIERS_VERSION", "EpisodeDriver", "Turn", "import_verifiers", "message_text"]
 
-VERIFIERS_VERSION = "0.3.1"
-# --no-deps: verifiers' dependency openai-agents ships a top-level ``agents`` package that shadows
-# turngym's; the extra installs its other dependencies.
-VERIFIERS_INSTALL = f'pip install --no-deps verifiers=={VERIFIERS_VERSION} && pip install "turngym[verifiers]"'
+VERIFIERS_VERSION = "0.4.0"
+VERIFIERS_INSTALL = f'pip install "turngym[verifiers]"  (verifiers=={VERIFIERS_VERSION})'
 
 
 def import_verifiers() -> Any:
-    """The ``verifiers`` module (classic MultiTurnEnv API), or an :class:`ImportError` naming the pinned install."""
-    return import_pinned("verifiers", VERIFIERS_VERSION, VERIFIERS_INSTALL, user="the verifiers adapter")
+    """``verifiers.v1`` at the pinned version, or an :class:`ImportError` naming the install command."""
+    import_pinned("verifiers", VERIFIERS_VERSION, VERIFIERS_INSTALL, user="the verifiers adapter")
+    import verifiers.v1 as vf
+
+    return vf
 
 
 def message_text(message: Any) -> str:
-    """The text of a verifiers message (a pydantic model or a dict): its str content, or its text parts joined."""
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-    if isinstance(content, str):
-        return content
-    parts = []
-    for part in content or []:
-        text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
-        if isinstance(text, str):
-            parts.append(text)
-    return "\n".join(parts)
+    """The text of a v1 message (its str content, or its text parts joined)."""
+    from verifiers.v1.types import content_text
 
-
-def message_role(message: Any) -> str:
-    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-    return str(role or "user")
+    return content_text(getattr(message, "content", None)) or ""
 
 
 @dataclass(frozen=True)
 class Turn:
-    """What the rollout did after being advanced: it asks for a response (``prompt``) or it ended (``state``)."""
+    """What the episode did after being advanced: it asks for a reply to ``new_messages``, or it ended."""
 
-    prompt: list[Any] | None = None
-    state: Any = None
-
-    @property
-    def finished(self) -> bool:
-        return self.state is not None
+    new_messages: list[Any] = field(default_factory=list)
+    finished: bool = False
 
 
-def _client_class() -> type:
-    vf = import_verifiers()
-    from verifiers.clients import Client
-    from verifiers.types import Response, ResponseMessage
+class TurnSeat:
+    """One agent seat of a v1 env, played by the turngym agent (the surface of ``vf.Agent`` that envs use)."""
 
-    class TurnClient(Client):
-        """A verifiers client whose responses are the turngym agent's actions (module docstring)."""
+    def __init__(self, driver: EpisodeDriver, name: str) -> None:
+        self.driver, self.name = driver, name
+        self.trainable = True
 
-        def __init__(self) -> None:
-            super().__init__(None)
-            self.asked: asyncio.Future | None = None  # resolved with the prompt when a response is needed
-            self._answer: asyncio.Future | None = None
+    async def run(self, task: Any, **kwargs: Any) -> Any:
+        """One segment: the model answers the task's prompt once."""
+        exchange = self.driver.open_exchange(task, self.name)
+        segment = await exchange.turn()
+        if not segment.terminated and exchange.trace.stop_condition is None:
+            exchange.trace.stop("agent_completed")
+        return await exchange.close()
 
-        def setup_client(self, config: Any) -> None:
-            return None
-
-        async def to_native_tool(self, tool: Any) -> Any:
-            return tool
-
-        async def to_native_prompt(self, messages: Any) -> tuple[Any, dict]:
-            return messages, {}
-
-        async def get_native_response(self, prompt: Any, model: str, sampling_args: Any, tools: Any = None, **kw: Any):
-            self._answer = asyncio.get_running_loop().create_future()
-            if self.asked is not None and not self.asked.done():
-                self.asked.set_result(list(prompt))
-            return await self._answer
-
-        def answer(self, text: str) -> None:
-            if self._answer is None or self._answer.done():
-                raise RuntimeError("the verifiers rollout is not waiting for a response")
-            self._answer.set_result(text)
-
-        async def raise_from_native_response(self, response: Any) -> None:
-            return None
-
-        async def from_native_response(self, response: str) -> Any:
-            message = ResponseMessage(content=response, finish_reason="stop", is_truncated=False)
-            return Response(id="turngym", created=0, model="turngym-agent", message=message)
-
-        async def close(self) -> None:
-            return None
-
-    del vf
-    return TurnClient
+    @contextlib.asynccontextmanager
+    async def interaction(self, task: Any, **kwargs: Any) -> AsyncIterator[Exchange]:
+        exchange = self.driver.open_exchange(task, self.name)
+        try:
+            yield exchange
+        finally:
+            await exchange.close()
 
 
-class RolloutDriver:
-    """One verifiers rollout, advanced turn by turn on a private event loop (module docstring)."""
+class Exchange:
+    """A seat's conversation held open turn by turn (the surface of ``vf.Interaction``)."""
 
-    def __init__(self, vf_env: Any, row: dict[str, Any]) -> None:
-        self.vf_env = vf_env
-        self.row = row
-        self.client = _client_class()()
+    def __init__(self, driver: EpisodeDriver, task: Any, seat: str) -> None:
+        vf = import_verifiers()
+        from verifiers.v1.trace import AgentInfo, TraceTask
+
+        self.driver, self.task = driver, task
+        self.trace = vf.Trace(
+            task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+            agent=AgentInfo(config=vf.AgentConfig(), name=seat),
+        )
+        self._stops = task.hooks("stop")
+        self._started = self._closed = False
+        system, prompt = task.data.system_prompt, task.data.prompt
+        self._append([vf.SystemMessage(content=system)] if system else [], sampled=False)
+        if prompt is not None:
+            self._append([vf.UserMessage(content=prompt)] if isinstance(prompt, str) else list(prompt), sampled=False)
+
+    async def turn(self, message: Any = None) -> Any:
+        from verifiers.v1.agent import Segment
+        from verifiers.v1.dialects import parse_message
+        from verifiers.v1.types import AssistantMessage, UserMessage
+
+        if self._closed or self.trace.stop_condition is not None:
+            return Segment(messages=[], terminated=True)
+        prompted = not self._started and self.task.data.prompt is not None
+        if (message is None) != prompted:
+            raise ValueError("a prompted task opens with a bare turn(); later turns need a message")
+        if message is not None:
+            messages = [UserMessage(content=message)] if isinstance(message, str) else message
+            self._append([parse_message(m) if isinstance(m, dict) else m for m in messages], sampled=False)
+        self._started = True
+        unseen = [node.message for node in self.trace.nodes[self.driver.seen :]]
+        text = await self.driver.ask(unseen)
+        self.driver.seen = len(self.trace.nodes) + 1
+        reply = AssistantMessage(content=text)
+        self._append([reply], sampled=True)
+        await self._check_stops()
+        return Segment(messages=[reply])
+
+    async def close(self) -> Any:
+        """End the exchange (``user_closed`` unless something stopped it) and score it once."""
+        if not self._closed:
+            self._closed = True
+            if self.trace.stop_condition is None:
+                self.trace.stop("user_closed")
+            self.trace.is_completed = self.trace.ok = True
+            await self.task.score(self.trace)
+            self.driver.traces.append(self.trace)
+        return self.trace
+
+    async def _check_stops(self) -> None:
+        from verifiers.v1.session import call_hook
+
+        for stop in self._stops:
+            if await call_hook(stop, {"task": self.task, "trace": self.trace, type(self.trace): self.trace}):
+                self.trace.stop(stop.__name__)
+                return
+
+    def _append(self, messages: list[Any], *, sampled: bool) -> None:
+        from verifiers.v1.graph import MessageNode
+
+        for message in messages:
+            parent = len(self.trace.nodes) - 1 if self.trace.nodes else None
+            self.trace.nodes.append(MessageNode(parent=parent, message=message, sampled=sampled))
+
+
+class TurnSeats:
+    """The ``agents`` handed to ``Env.run``: its one seat, under whatever name the env gives it."""
+
+    def __init__(self, driver: EpisodeDriver) -> None:
+        self._driver = driver
+        self._seat: TurnSeat | None = None
+
+    def __getattr__(self, name: str) -> TurnSeat:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._seat is None:
+            self._seat = TurnSeat(self._driver, name)
+        elif self._seat.name != name:
+            raise NotImplementedError(
+                f"the env plays seats {self._seat.name!r} and {name!r}: turngym plays single-agent v1 envs only"
+            )
+        return self._seat
+
+
+class EpisodeDriver:
+    """One ``Env.run(task, agents)`` advanced turn by turn on a private event loop (module docstring)."""
+
+    def __init__(self, vf_env: Any, task: Any) -> None:
+        self.vf_env, self.task = vf_env, task
+        self.traces: list[Any] = []
+        self.seen = 0  # trace nodes already shown to the agent, its own replies included
         self._loop = asyncio.new_event_loop()
         self._task: asyncio.Task | None = None
+        self._asked: asyncio.Future | None = None
+        self._answer: asyncio.Future | None = None
+
+    def open_exchange(self, task: Any, seat: str) -> Exchange:
+        if self.traces or self.seen:
+            raise NotImplementedError("the env opened a second exchange: turngym plays one exchange per episode")
+        return Exchange(self, task, seat)
+
+    async def ask(self, messages: list[Any]) -> str:
+        self._answer = self._loop.create_future()
+        if self._asked is not None and not self._asked.done():
+            self._asked.set_result(messages)
+        return await self._answer
 
     def start(self) -> Turn:
-        """Start the rollout; return the first request for a model response (or the end, for a 0-turn rollout)."""
-        self._task = self._loop.create_task(self._rollout_and_score())
+        """Start the episode; return the first request for a reply (or its end, for an episode with no turn)."""
+        self._task = self._loop.create_task(self.vf_env.run(self.task, TurnSeats(self)))
         return self._advance()
 
     def respond(self, text: str) -> Turn:
-        """Give the model response ``text``; return the next request or the scored end state."""
-        self.client.answer(text)
+        if self._answer is None or self._answer.done():
+            raise RuntimeError("the verifiers episode is not waiting for a reply")
+        self._answer.set_result(text)
         return self._advance()
 
     def close(self) -> None:
-        """Cancel an unfinished rollout (its cleanup handlers run) and close the loop."""
+        """Cancel an unfinished episode and close the loop."""
         if self._loop.is_closed():
             return
         if self._task is not None and not self._task.done():
@@ -142,31 +212,24 @@ class RolloutDriver:
         self._loop.close()
 
     def __del__(self) -> None:
-        # An environment dropped mid-episode: cancel its rollout so that verifiers' cleanup handlers run.
-        if not sys.is_finalizing():
+        # An environment dropped mid-episode: cancel its episode (the exchange still closes). Not where an
+        # event loop runs: the garbage collector may be interrupting a server's loop, which must not block.
+        if sys.is_finalizing():
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
             with contextlib.suppress(Exception):
                 self.close()
 
-    async def _rollout_and_score(self) -> Any:
-        env, rubric = self.vf_env, self.vf_env.rubric
-        state = await env.rollout(self.row, self.client, "turngym-agent", {})
-        if not env.score_rollouts:
-            await rubric.dummy_score_rollout(state)
-        elif rubric.has_group_rewards:
-            await rubric.score_group([state])  # a group of one, as verifiers scores group rubrics
-        else:
-            await rubric.score_rollout(state)
-        await rubric.cleanup(state)
-        return state
-
     def _advance(self) -> Turn:
         assert self._task is not None
-        self.client.asked = self._loop.create_future()
-        asked = self.client.asked
+        self._asked = asked = self._loop.create_future()
         self._run(asyncio.wait([self._task, asked], return_when=asyncio.FIRST_COMPLETED))
         if asked.done():
-            return Turn(prompt=asked.result())
-        return Turn(state=self._task.result())  # re-raises what the rollout raised, if anything
+            return Turn(new_messages=asked.result())
+        self._task.result()  # re-raises what the env raised, if anything
+        return Turn(finished=True)
 
     def _run(self, awaitable: Coroutine[Any, Any, Any]) -> Any:
         try:
