@@ -124,6 +124,8 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
     state = TrainerState(step=0, policy_version=0)
     if resume_from is not None:
         state = await _resume(learner, engine, resume_from, run_dir)
+    elif warmup_metrics and config.engine.kind != "hf":  # running servers hold the model as it was before
+        await learner.sync_weights(engine, 0, export_dir=run_dir / "engine_weights")
     wandb = None
     if config.logging.wandb:
         wandb = WandbOptions(project=config.logging.wandb_project, mode=config.logging.wandb_mode, name=run_dir.name)

@@ -71,7 +71,8 @@ def test_invalid_text_is_a_penalised_step_and_malformed_messages_are_server_erro
     with GenericEnvClient(base_url=sokoban_url).sync() as client:
         client.reset(seed=0)
         result = client.step({"text": "jump"})
-        assert (result.reward, result.done, result.observation["action_is_valid"]) == (-0.1, False, False)
+        # Sokoban's default format penalty, 1.0: more than any valid turn's moves cost.
+        assert (result.reward, result.done, result.observation["action_is_valid"]) == (-1.0, False, False)
         assert result.metadata["invalid_reason"] == "'jump' is not an action"
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
             client.step({"txt": "Up"})  # not the action schema: OpenEnv's validation answers, the session lives on
@@ -147,7 +148,7 @@ def test_client_options_format_penalty_once_and_truncation(sokoban_url):
     env = envs.make("openenv", base_url=sokoban_url, max_turns=2)
     env.reset(seed=0)
     _, reward, terminated, truncated, info = env.step("jump")
-    assert (reward, info["action_is_valid"], info["invalid_reason"]) == (-0.1, False, "'jump' is not an action")
+    assert (reward, info["action_is_valid"], info["invalid_reason"]) == (-1.0, False, "'jump' is not an action")
     _, reward, terminated, truncated, _ = env.step("Up")
     assert (reward, terminated, truncated) == (-0.1, False, True)  # turngym's max_turns=2 on top of the server's
 

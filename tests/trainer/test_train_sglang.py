@@ -73,6 +73,8 @@ def test_training_against_an_sglang_api_server_syncs_weights_through_disk(tmp_pa
                 "trainer.groups_per_step=2",
                 "trainer.progress=false",
                 "logging.plot=false",
+                "sft.warmup=false",
+                "evaluation.enabled=false",
                 f"trainer.run_dir={tmp_path / 'run'}",
             ]
         )
