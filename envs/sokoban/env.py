@@ -32,11 +32,13 @@ from envs.core import StepOutcome, TextEnv
 from envs.sokoban.generator import generate_level, min_floor_cells
 from envs.sokoban.room import ACTIONS, PUSHED, Board, Level
 from envs.sokoban.solver import Solution, solve
-from envs.sokoban.text import MoveReport, describe_turn, instructions, status_line
+from envs.sokoban.text import MoveReport, describe_turn, instructions, positions_line, status_line
 from envs.sokoban.xsb import load_xsb, parse_xsb
 
-__all__ = ["LEVELS_DIR", "STEP_REWARD", "SokobanEnv"]
+__all__ = ["BOARD_SEPARATORS", "LEVELS_DIR", "STEP_REWARD", "SokobanEnv"]
 
+#: ``board`` option: what stands between two cells of a row.
+BOARD_SEPARATORS = {"cells": " ", "grid": ""}
 STEP_REWARD = -0.1  # every move, blocked or not
 BOX_ON_TARGET_REWARD = 1.0  # per box that lands on a target (the same amount is lost when one leaves)
 SOLVED_REWARD = 10.0
@@ -69,6 +71,13 @@ class SokobanEnv(TextEnv):
         max_attempts: rooms the generator may try per level before it raises
             :class:`~envs.sokoban.generator.GenerationError` (seeded, so no wall-clock limit).
         render_mode: ``"ansi"`` or ``None``.
+        board: how the board is written: ``"grid"`` (the default, RAGEN's) writes rows of adjacent
+            symbols, which BPE tokenizers merge into runs of varying length (SmolLM2 reads ``####`` as one
+            token and ``#`` as another), so a symbol's column is not visible in the tokens; ``"cells"`` puts
+            a space between cells, so that every cell is one token and rows line up (about 19 more tokens
+            per 6x6 board).
+        positions: add a line with the (row, column) of the player, the boxes and the targets, counted
+            from 0 at the top left, under the board.
 
     Info keys besides the standard ones: ``boxes_on_target``, ``num_boxes``, ``steps`` (moves so far),
     ``pushes``, ``optimal_moves`` (of the start position; ``None`` if unsolvable or unknown) and
@@ -92,6 +101,8 @@ class SokobanEnv(TextEnv):
         level_file: str | None = None,
         max_attempts: int = 200,
         render_mode: str | None = "ansi",
+        board: str = "grid",
+        positions: bool = False,
     ) -> None:
         super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
         _check_positive(
@@ -105,6 +116,10 @@ class SokobanEnv(TextEnv):
         self.max_actions_per_turn = int(max_actions_per_turn)
         self.require_answer_tag = bool(require_answer_tag)
         self.max_attempts = int(max_attempts)
+        if board not in BOARD_SEPARATORS:
+            raise ValueError(f"board must be one of {sorted(BOARD_SEPARATORS)}, got {board!r}")
+        self.board_format = board
+        self.show_positions = bool(positions)
         self.levels = _load_level_file(level_file) if level_file is not None else None
         self.shape = _normalize_dim(dim)
         self.num_boxes = int(num_boxes)
@@ -123,7 +138,7 @@ class SokobanEnv(TextEnv):
                 UserWarning,
                 stacklevel=2,
             )
-        self.instructions = instructions(self.word_actions, self.format_penalty)
+        self.instructions = instructions(self.word_actions, self.format_penalty, positions=self.show_positions)
         self.action_format = self.word_actions.example_turn()
         self._level: Level | None = None
         self._board: Board | None = None
@@ -159,7 +174,7 @@ class SokobanEnv(TextEnv):
         self._plan = {}
         if self._optimal is not None:
             self._remember_plan(self._level, self._optimal.moves)
-        observation = f"{self.render_text()}\n{self._status(0)} Your move."
+        observation = f"{self._board_text()}\n{self._status(0)} Your move."
         return observation, self._state_info()
 
     def _step(self, action: str) -> StepOutcome:
@@ -177,7 +192,7 @@ class SokobanEnv(TextEnv):
         outcome = "solved" if solved else "step_limit" if out_of_steps else ""
         report = describe_turn(moves, parsed, self.word_actions, outcome=outcome)
         return StepOutcome(
-            observation=f"{report}\n{board.render()}\n{self._status(self.turn + 1)}",
+            observation=f"{report}\n{self._board_text()}\n{self._status(self.turn + 1)}",
             reward=reward,
             terminated=solved,
             truncated=out_of_steps,
@@ -192,7 +207,13 @@ class SokobanEnv(TextEnv):
         )
 
     def render_text(self, color: bool = False) -> str:
-        return self._require_board().render(color=color)
+        return self._require_board().render(color=color, separator=BOARD_SEPARATORS[self.board_format])
+
+    def _board_text(self) -> str:
+        """The board as the observation shows it, with the positions line when asked for."""
+        if not self.show_positions:
+            return self.render_text()
+        return f"{self.render_text()}\n{positions_line(self._require_board())}"
 
     def oracle(self) -> list[str] | None:
         """An optimal solution (fewest moves, then fewest pushes) from the current position, packed

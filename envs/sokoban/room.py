@@ -193,14 +193,15 @@ class Board:
         """The current position as an immutable :class:`Level`."""
         return self.level.with_state(self.boxes, self.player)
 
-    def render(self, *, color: bool = False) -> str:
-        """The board in RAGEN's symbols, one text line per row; ``color`` adds ANSI colours."""
-        return _draw(self.level, self._background, self.boxes, self.player, color)
+    def render(self, *, color: bool = False, separator: str = "") -> str:
+        """The board in RAGEN's symbols, one text line per row with ``separator`` between cells; ``color``
+        adds ANSI colours."""
+        return _draw(self.level, self._background, self.boxes, self.player, color, separator)
 
 
-def render_level(level: Level, *, color: bool = False) -> str:
+def render_level(level: Level, *, color: bool = False, separator: str = "") -> str:
     """``level`` (its boxes and player) in RAGEN's symbols, one text line per row."""
-    return _draw(level, _background(level), level.boxes, level.player, color)
+    return _draw(level, _background(level), level.boxes, level.player, color, separator)
 
 
 def _background(level: Level) -> list[str]:
@@ -211,7 +212,9 @@ def _background(level: Level) -> list[str]:
     ]
 
 
-def _draw(level: Level, background: list[str], boxes: Iterable[int], player: int, color: bool) -> str:
+def _draw(
+    level: Level, background: list[str], boxes: Iterable[int], player: int, color: bool, separator: str
+) -> str:
     symbols = list(background)
     for box in boxes:
         symbols[box] = BOX_ON_TARGET if box in level.targets else BOX
@@ -219,4 +222,4 @@ def _draw(level: Level, background: list[str], boxes: Iterable[int], player: int
     if color:
         symbols = [f"{_COLORS[s]}{s}{_RESET}" for s in symbols]
     cols = level.cols
-    return "\n".join("".join(symbols[r * cols : (r + 1) * cols]) for r in range(level.rows))
+    return "\n".join(separator.join(symbols[r * cols : (r + 1) * cols]) for r in range(level.rows))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from envs.actions import ParsedActions, WordActions
 from envs.sokoban.room import (
     BLOCKED,
+    Board,
     BOX,
     BOX_ON_TARGET,
     FLOOR,
@@ -18,7 +19,7 @@ from envs.sokoban.room import (
     WALL,
 )
 
-__all__ = ["MoveReport", "describe_turn", "instructions", "status_line"]
+__all__ = ["MoveReport", "describe_turn", "instructions", "positions_line", "status_line"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class MoveReport:
     on_target_change: int
 
 
-def instructions(word_actions: WordActions, format_penalty: float) -> str:
+def instructions(word_actions: WordActions, format_penalty: float, *, positions: bool = False) -> str:
     """The system prompt: goal, legend, rules, rewards and the action format (constant for a configuration).
 
     Compact on purpose: it opens every episode, so each token of it is paid for at every rollout,
@@ -54,6 +55,7 @@ def instructions(word_actions: WordActions, format_penalty: float) -> str:
         f"Symbols: {legend}.",
         "Up is towards the top row. Walking into a box pushes it one cell if the cell behind it is free; "
         "boxes cannot be pulled, and a box in a corner is stuck for good.",
+        *(["Positions are (row, column), counted from 0 at the top left."] if positions else []),
         f"Rewards: -0.1 per move, +1 per box pushed onto a target (-1 off), +10 when all are on targets; "
         f"an invalid answer costs {format_penalty:g}.",
     ]
@@ -79,6 +81,19 @@ def describe_turn(
         lines.append(f"The game ended before your last {not_executed} action(s).")
     lines.append(_OUTCOMES[outcome])
     return "\n".join(line for line in lines if line)
+
+
+def positions_line(board: Board) -> str:
+    """Where the player, the boxes and the targets are, as (row, column) from 0 at the top left."""
+    level = board.level
+
+    def cells(found: Iterable[int]) -> str:
+        return ", ".join(str(level.position(cell)) for cell in sorted(found))
+
+    return (
+        f"You: {level.position(board.player)}. Boxes: {cells(board.boxes)}. "
+        f"Targets: {cells(level.targets)}."
+    )
 
 
 def status_line(boxes_on_target: int, num_boxes: int, moves_left: int | None) -> str:

@@ -117,6 +117,48 @@ def test_first_observation_info_and_render():
     assert info["optimal_moves"] == solve(env.level).solution.num_moves
 
 
+SMOLLM2 = Path(__file__).resolve().parents[2] / "fixtures" / "tokenizers" / "smollm2"
+LEVEL = "#######\n#@ $ .#\n##    #\n#######"
+
+
+def test_board_formats_cells_grid_and_positions():
+    cells = SokobanEnv(max_turns=3, board="cells")
+    observation = cells.reset(seed=0, options={"level": LEVEL})[0]
+    assert observation.startswith("# # # # # # #\n# P _ X _ O #\n# # _ _ _ _ #\n# # # # # # #\nBoxes on targets")
+    grid = SokobanEnv(max_turns=3)
+    assert grid.reset(seed=0, options={"level": LEVEL})[0].startswith("#######\n#P_X_O#\n##____#\n#######\n")
+    assert "Positions are" not in cells.instructions and "You:" not in observation
+
+    located = SokobanEnv(max_turns=3, board="cells", positions=True)
+    observation = located.reset(seed=0, options={"level": LEVEL})[0]
+    assert "\nYou: (1, 1). Boxes: (1, 3). Targets: (1, 5).\nBoxes on targets: 0/1." in observation
+    assert "Positions are (row, column), counted from 0 at the top left." in located.instructions
+    after = located.step("Right || Right || Down")[0]  # the second move pushes the box to (1, 4)
+    assert "\n# # _ P _ _ #\n# # # # # # #\nYou: (2, 3). Boxes: (1, 4). Targets: (1, 5).\n" in after
+    with pytest.raises(ValueError, match="board must be one of"):
+        SokobanEnv(board="ascii")
+
+
+def test_cells_board_is_one_token_per_cell_with_a_bpe_tokenizer():
+    """What the option is for: with the cells board every row of a generated level reads as exactly as
+    many tokens as it has cells, so a column is a fixed offset from the row start; the grid board does not."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(SMOLLM2)
+    rows_misaligned = 0
+    for seed in range(20):
+        env = SokobanEnv(max_turns=3, board="cells")
+        env.reset(seed=seed)
+        for row in env.render_text().split("\n"):
+            assert len(tokenizer.encode(" " + row)) == env.shape[1]
+        grid_rows = SokobanEnv(max_turns=3)
+        grid_rows.reset(seed=seed)
+        rows_misaligned += sum(
+            len(tokenizer.encode(row)) != grid_rows.shape[1] for row in grid_rows.render_text().split("\n")
+        )
+    assert rows_misaligned > 0
+
+
 def test_instructions_explain_legend_rules_and_format():
     text = SokobanEnv(require_answer_tag=True).instructions
     for symbol in ("# wall", "_ floor", "O target", "X box", "√ box on a target", "P you", "S you on a target"):
