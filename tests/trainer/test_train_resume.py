@@ -75,6 +75,7 @@ def without_wall_time(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(timing)} for r in records]
 
 
+@pytest.mark.slow  # about 2 minutes: three runs; the default suite must stay well inside 15 minutes on 2 cores
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path, address):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     finish(start(straight, address))
