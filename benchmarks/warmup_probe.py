@@ -22,9 +22,9 @@ import math
 import torch
 
 from agents.chat import ChatRenderer
+from agents.config import env_options
 from agents.episode import EpisodeLimits
 from agents.models import load_model, load_tokenizer
-from agents.config import env_options
 from trainer.config import compose_train_config, to_train_config
 from trainer.sft_data import oracle_trajectories
 
@@ -40,6 +40,7 @@ def action_token_ids(tokenizer, words: list[str]) -> set[int]:
 
 @torch.no_grad()
 def score(model, trajectories, actions: set[int]) -> dict[str, float]:
+    action_ids = torch.tensor(sorted(actions))
     nll = tokens = action_nll = action_tokens = action_hits = 0.0
     for trajectory in trajectories:
         ids = torch.tensor([list(trajectory.prompt_ids) + list(trajectory.response_ids)])
@@ -49,7 +50,7 @@ def score(model, trajectories, actions: set[int]) -> dict[str, float]:
         start = len(trajectory.prompt_ids) - 1
         mask = torch.zeros_like(targets, dtype=torch.bool)
         mask[start:] = torch.tensor(trajectory.response_mask, dtype=torch.bool)
-        is_action = mask & torch.tensor([int(t) in actions for t in targets])
+        is_action = mask & torch.isin(targets, action_ids)
         nll += token_nll[mask].sum().item()
         tokens += mask.sum().item()
         action_nll += token_nll[is_action].sum().item()

@@ -212,9 +212,7 @@ def _background(level: Level) -> list[str]:
     ]
 
 
-def _draw(
-    level: Level, background: list[str], boxes: Iterable[int], player: int, color: bool, separator: str
-) -> str:
+def _draw(level: Level, background: list[str], boxes: Iterable[int], player: int, color: bool, separator: str) -> str:
     symbols = list(background)
     for box in boxes:
         symbols[box] = BOX_ON_TARGET if box in level.targets else BOX

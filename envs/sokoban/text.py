@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from envs.actions import ParsedActions, WordActions
 from envs.sokoban.room import (
     BLOCKED,
-    Board,
     BOX,
     BOX_ON_TARGET,
     FLOOR,
@@ -17,6 +16,7 @@ from envs.sokoban.room import (
     PUSHED,
     TARGET,
     WALL,
+    Board,
 )
 
 __all__ = ["MoveReport", "describe_turn", "instructions", "positions_line", "status_line"]
@@ -90,10 +90,7 @@ def positions_line(board: Board) -> str:
     def cells(found: Iterable[int]) -> str:
         return ", ".join(str(level.position(cell)) for cell in sorted(found))
 
-    return (
-        f"You: {level.position(board.player)}. Boxes: {cells(board.boxes)}. "
-        f"Targets: {cells(level.targets)}."
-    )
+    return f"You: {level.position(board.player)}. Boxes: {cells(board.boxes)}. Targets: {cells(level.targets)}."
 
 
 def status_line(boxes_on_target: int, num_boxes: int, moves_left: int | None) -> str:
