@@ -59,6 +59,13 @@ Templates this cannot handle are refused at construction with :class:`ChatTempla
 whose rendering of an assistant turn does not start with the generation prompt followed by the
 content verbatim (Qwen3's empty ``<think></think>`` insertion, say), and those whose rendering of
 earlier turns changes as the conversation grows (which breaks the prefix invariant).
+
+``ChatRenderer(tokenizer, allow_history_rewrite=True)`` accepts them for callers that never append
+to a rendered conversation: ``append_only`` is then ``False``, :meth:`ChatRenderer.continuation_ids`
+raises, and :meth:`ChatRenderer.prompt_ids` renders each conversation whole. The OpenAI-compatible
+gateway (:mod:`agents.gateway`) works this way with such templates: when a request's rendering does
+not extend the tokens recorded so far, it starts a new segment (a separate trainable sample) rather
+than re-encoding sampled text.
 """
 
 from __future__ import annotations
@@ -91,10 +98,12 @@ class ChatRenderer:
         template_kwargs: extra template variables (``date_string``, ``enable_thinking``, ...).
         stop_token_ids: the ids that end an assistant turn; by default the template's end-of-turn
             token (the first token of the glue after an assistant message) and the tokenizer's eos.
+        allow_history_rewrite: accept a template that breaks the prefix invariant; ``append_only``
+            says whether it holds, and :meth:`continuation_ids` is refused when it does not.
 
     Raises:
         ChatTemplateError: the tokenizer has no chat template, or the template breaks the prefix
-            invariant (see the module docstring).
+            invariant (see the module docstring) and ``allow_history_rewrite`` is false.
     """
 
     def __init__(
@@ -104,6 +113,7 @@ class ChatRenderer:
         tools: Sequence[Mapping[str, Any]] | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
         stop_token_ids: Sequence[int] | None = None,
+        allow_history_rewrite: bool = False,
     ) -> None:
         if not getattr(tokenizer, "chat_template", None):
             name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
@@ -112,8 +122,10 @@ class ChatRenderer:
         self.tools = [dict(t) for t in tools] if tools else None
         self.template_kwargs = dict(template_kwargs or {})
         self._content_tokenizer = _plain_text_copy(tokenizer)
-        glue = self._check_template()
-        self.supports_tool_messages = self._check_tool_messages()
+        #: Whether token sequences grow by appending: earlier turns render the same as the conversation grows.
+        self.append_only = True
+        glue = self._check_template(strict=not allow_history_rewrite)
+        self.supports_tool_messages = self._check_tool_messages(strict=not allow_history_rewrite)
         self.stop_token_ids: tuple[int, ...] = (
             tuple(int(i) for i in stop_token_ids) if stop_token_ids is not None else self._default_stop_ids(glue)
         )
@@ -160,6 +172,11 @@ class ChatRenderer:
         ``length`` or ``abort``); the glue depends on whether the last sampled id is a stop token.
         The sampled ids themselves are never re-encoded.
         """
+        if not self.append_only:
+            raise ChatTemplateError(
+                "this chat template re-renders earlier turns as the conversation grows, so a conversation cannot "
+                "be continued by appending ids; render each conversation whole with prompt_ids"
+            )
         if finish_reason not in _FINISH_REASONS:
             raise ValueError(f"finish_reason must be one of {_FINISH_REASONS}, got {finish_reason!r}")
         if not new_messages:
@@ -239,8 +256,9 @@ class ChatRenderer:
     # ----------------------------------------------------------------------------------------------
     # Checks made once, at construction
     # ----------------------------------------------------------------------------------------------
-    def _check_template(self) -> str:
-        """Probe the template for the prefix invariant; return the glue after an assistant turn."""
+    def _check_template(self, strict: bool) -> str:
+        """Probe the template for the prefix invariant (set ``append_only``; raise when ``strict``); return
+        the glue after an assistant turn."""
         roles = ["system", "user", "assistant", "user", "assistant", "user"]
         conversation = [{"role": r, "content": _marker(i)} for i, r in enumerate(roles)]
         glue = ""
@@ -248,6 +266,11 @@ class ChatRenderer:
             prompt = self.template_text(conversation[:k], add_generation_prompt=True)
             turn = self.template_text(conversation[: k + 1], add_generation_prompt=False)
             grown = self.template_text(conversation[: k + 2], add_generation_prompt=True)
+            if _marker(k) in turn:
+                glue = turn[turn.rindex(_marker(k)) + len(_marker(k)) :]
+            if not strict:
+                self.append_only = self.append_only and turn.startswith(prompt + _marker(k)) and grown.startswith(turn)
+                continue
             if not turn.startswith(prompt + _marker(k)):
                 raise ChatTemplateError(
                     "the chat template does not render an assistant turn as its generation prompt followed by the "
@@ -261,10 +284,9 @@ class ChatRenderer:
                     f"(after one more user message, {turn[-80:]!r} is no longer a prefix); the token sequence "
                     "of an episode could not grow by appending. Use a template without history rewriting."
                 )
-            glue = turn[turn.rindex(_marker(k)) + len(_marker(k)) :]
         return glue
 
-    def _check_tool_messages(self) -> bool:
+    def _check_tool_messages(self, strict: bool) -> bool:
         """Whether the template renders tool messages after an assistant turn (and keeps the invariant)."""
         roles = ["system", "user", "assistant", "tool", "tool"]
         conversation = [{"role": r, "content": _marker(i)} for i, r in enumerate(roles)]
@@ -275,6 +297,9 @@ class ChatRenderer:
         except ChatTemplateError:
             return False
         if not (grown.startswith(turn) and answered.startswith(grown + "x")):
+            if not strict:
+                self.append_only = False
+                return all(_marker(i) in grown for i in (3, 4))
             raise ChatTemplateError(
                 "the chat template renders tool messages in a way that breaks the prefix invariant"
             )
