@@ -50,6 +50,7 @@ __all__ = [
 
 ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
 ENGINES = ("hf", "sglang")
+AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.agent_rollout)
 
 
 @dataclass
@@ -139,6 +140,17 @@ class RolloutOptions:
 
 
 @dataclass
+class AgentOptions:
+    """``env=agent``: an agent program plays the episodes through the gateway (:mod:`trainer.agent_rollout`)."""
+
+    entry: str | None = None  # module:function or path/file.py:function: async def agent(client, task) -> reward
+    command: str | None = None  # or a program: OPENAI_BASE_URL and TURNGYM_TASK in its environment, reward printed
+    tasks: str | None = None  # module:function (seed -> task), a .jsonl file, or null: the task is the seed
+    episode_timeout_s: float | None = 300.0
+    max_episode_retries: int = 1
+
+
+@dataclass
 class OptimConfig:
     """AdamW and the learning-rate schedule of the actor and the critic (rates in ``model``)."""
 
@@ -194,6 +206,12 @@ class TrainConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     sft: SftOptions = field(default_factory=SftOptions)
     evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
+    agent: AgentOptions = field(default_factory=AgentOptions)
+
+    @property
+    def agent_mode(self) -> bool:
+        """Whether an agent program plays the episodes (``env=agent``)."""
+        return self.env.get("id") == AGENT_ENV
 
     @property
     def episodes_per_step(self) -> int:
@@ -256,8 +274,34 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
     _check_engine_and_devices(config)
     _check_model(config.model)
     check_phases(config)
+    _check_agent(config)
     _align_env_turns(config)
     return config
+
+
+def _check_agent(config: TrainConfig) -> None:
+    agent = config.agent
+    if not config.agent_mode:
+        _require(
+            agent.entry is None and agent.command is None,
+            f"agent.entry / agent.command are set but env={config.env.get('id')}: agent programs play with env=agent",
+        )
+        return
+    _require(
+        (agent.entry is None) != (agent.command is None),
+        "env=agent needs exactly one of agent.entry=<module:function or file.py:function> and agent.command=<program>",
+    )
+    _require(
+        str(config.sft.warmup).lower() != "true" or config.sft.source != "oracle",
+        "env=agent has no oracle to warm up from: set sft.warmup=false, or sft.source=files sft.files=[...]",
+    )
+    _require(
+        agent.max_episode_retries >= 0, f"agent.max_episode_retries must be >= 0, got {agent.max_episode_retries}"
+    )
+    _require(
+        agent.episode_timeout_s is None or agent.episode_timeout_s > 0,
+        f"agent.episode_timeout_s must be > 0 or null, got {agent.episode_timeout_s}",
+    )
 
 
 def _align_env_turns(config: TrainConfig) -> None:

@@ -3,7 +3,8 @@
 :func:`preflight` checks the model name (:func:`agents.preflight.check_model`), that the run
 directory does not already hold a run (unless resuming), and builds one environment of the
 requested configuration in this process and resets it once (:func:`agents.preflight.make_checked_env`,
-the same check ``agents.eval`` and ``agents.play`` make). So a typo'd option (``env.dimm=8``), an
+the same check ``agents.eval`` and ``agents.play`` make); with ``env=agent`` it loads the agent and
+makes its first task instead. So a typo'd option (``env.dimm=8``), an
 impossible room (``env.dim=3``) or an environment whose sandbox cannot start fails in about a
 second, as a :class:`~agents.config.UsageError` whose one line names the fix, instead of a run that
 trains nothing.
@@ -37,5 +38,20 @@ def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> N
             f"{trainer.run_dir} already holds a run: continue it with trainer.resume=true, "
             "or choose another trainer.run_dir"
         )
+    if config.agent_mode:
+        _check_agent(config)
+        return
     env = make_checked_env(config.env["id"], env_options(config), seed=trainer.seed)
     env.close()
+
+
+def _check_agent(config: TrainConfig) -> None:
+    """Load the agent and its task source, and make the first task: a typo fails here, not in a rollout."""
+    from agents.gateway.agent import load_agent, load_tasks
+
+    agent = config.agent
+    try:
+        load_agent(agent.entry, agent.command)
+        load_tasks(agent.tasks)(config.trainer.seed)
+    except Exception as exc:
+        raise UsageError(f"env=agent: {type(exc).__name__}: {exc}") from exc

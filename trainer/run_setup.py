@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.engines.base import SamplingParams
 from agents.episode import EpisodeLimits
@@ -28,6 +28,9 @@ from trainer.learner import Learner, LearnerSpec
 from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.rollout import RolloutConfig, RolloutManager, RolloutResult, group_requests
 
+if TYPE_CHECKING:
+    from trainer.agent_rollout import AgentRollout
+
 __all__ = ["Components", "build_components", "episode_metrics", "rollout_task", "save_checkpoint", "trainable"]
 
 log = logging.getLogger("trainer.run")
@@ -39,7 +42,7 @@ class Components:
 
     run_dir: Path
     engine: Any
-    rollout: RolloutManager
+    rollout: RolloutManager | AgentRollout
     learner: Learner
     writer: Any
     progress: Any
@@ -106,17 +109,20 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
     log.info("starting the engine (%s) and loading the model into it", config.engine.kind)
     engine, engine_factory = await _start_engine(config, model_path)
     closers.append(engine.close)
-    log.info("starting %d environment actor(s)", config.rollout.num_env_actors)
-    rollout = RolloutManager(
-        RolloutConfig(
-            num_env_actors=config.rollout.num_env_actors,
-            max_concurrent_episodes=config.rollout.max_concurrent_episodes,
-            collect_timeout_s=config.rollout.collect_timeout_s,
-        ),
-        ChatRendererFactory(model_path),
-        engine_factory,
-        setup=setup,
-    )
+    if config.agent_mode:
+        rollout: Any = await _start_agent_rollout(config, engine_factory, model_path)
+    else:
+        log.info("starting %d environment actor(s)", config.rollout.num_env_actors)
+        rollout = RolloutManager(
+            RolloutConfig(
+                num_env_actors=config.rollout.num_env_actors,
+                max_concurrent_episodes=config.rollout.max_concurrent_episodes,
+                collect_timeout_s=config.rollout.collect_timeout_s,
+            ),
+            ChatRendererFactory(model_path),
+            engine_factory,
+            setup=setup,
+        )
     closers.append(rollout.close)
     log.info("starting the learner: %s (%d rank(s) each)", _roles(config), config.learner_ranks)
     learner = Learner(_learner_spec(config, model_path))
@@ -165,6 +171,29 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         faults,
         warmup_metrics,
     )
+
+
+async def _start_agent_rollout(config: TrainConfig, engine_factory: Callable[[], Any], model_path: str) -> Any:
+    """``env=agent``: the gateway in this process, in front of the run's engine (:mod:`trainer.agent_rollout`)."""
+    from agents.models import load_tokenizer
+    from trainer.agent_rollout import AgentRollout, AgentRolloutConfig
+
+    agent, rollout = config.agent, config.rollout
+    options = AgentRolloutConfig(
+        entry=agent.entry,
+        command=agent.command,
+        tasks=agent.tasks,
+        max_concurrent_episodes=rollout.max_concurrent_episodes,
+        episode_timeout_s=agent.episode_timeout_s,
+        max_episode_retries=agent.max_episode_retries,
+        collect_timeout_s=rollout.collect_timeout_s,
+        max_total_tokens=rollout.max_total_tokens,
+        model_name=config.model.name,
+    )
+    agent_rollout = AgentRollout(options, engine_factory(), load_tokenizer(model_path))
+    url = await agent_rollout.start()
+    log.info("the agent %s plays through the gateway at %s", agent.entry or agent.command, url)
+    return agent_rollout
 
 
 def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:

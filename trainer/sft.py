@@ -83,6 +83,8 @@ def sft_applies(config: TrainConfig) -> bool:
         return False
     if config.sft.source != "oracle":
         return True
+    if config.agent_mode:  # an agent program has no oracle (the config check refused sft.warmup=true)
+        return False
     env = envs.make(config.env["id"], **env_options(config))
     try:
         oracle = has_oracle(env)
