@@ -137,6 +137,9 @@ class EvalConfig(LLMOptions):
     concurrency: int = 16
     out: str | None = None
     progress: bool = True
+    agent_entry: str | None = None  # env=agent: the agent function (module:function or file.py:function)
+    agent_command: str | None = None  # env=agent: or an agent program
+    agent_tasks: str | None = None  # env=agent: seed -> task (module:function), a .jsonl file, or null: the seed
 
 
 ConfigStore.instance().store(name="eval_schema", node=EvalConfig)

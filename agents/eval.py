@@ -34,6 +34,10 @@ JSONL file. Options are Hydra overrides of configs/eval.yaml:
   env=<id>             configs/env/<id>.yaml, or any registered environment id (plugins too)
   env.<option>=<v>     an option of the environment, e.g. env.dim=8
   agent=hf             hf (embedded engine; alias llm) | sglang | openai | oracle | random
+  env=agent agent_entry=<file.py:function> [agent_tasks=<file.py:function>]
+                       evaluate an agent program (async def agent(client, task) -> reward) instead of
+                       an environment: agent=openai base_url=... calls that endpoint directly; agent=hf
+                       runs it through the recording gateway (token-level trajectories)
   model=smollm2        smollm2 (embedded SmolLM2-135M-Instruct) | tiny | a Hugging Face model dir;
                        for openai the model name the endpoint serves
   base_url=null        openai: an OpenAI-compatible URL (.../v1); sglang: http://host:port[,http://...]
@@ -133,6 +137,8 @@ async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSumma
     from agents.trajectory import write_trajectories
 
     env_id, options = config.env["id"], env_options(config)
+    if env_id == "agent":  # an agent program instead of an environment (agents.eval_agent)
+        return await _evaluate_program(config)
     # Bad options, an impossible configuration or a missing model fail here, before a model loads.
     probe = make_checked_env(env_id, options, seed=config.seed)
     probe.close()
@@ -176,6 +182,21 @@ async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSumma
     engine_metrics["output"] = str(out)
     trajectories.sort(key=lambda t: t.seed)
     return summarize(trajectories), trajectories, engine_metrics
+
+
+async def _evaluate_program(config: EvalConfig) -> tuple[EvalSummary, list[Trajectory], dict]:
+    from agents.eval_agent import evaluate_program
+    from agents.preflight import check_agent_model
+    from agents.trajectory import write_trajectories
+
+    check_agent_model(config.agent, config.model)
+    started = time.perf_counter()
+    episodes, records, metrics = await evaluate_program(config)
+    out = Path(config.out) if config.out else default_output(config)
+    write_trajectories(out, records, append=False)
+    metrics["wall_s"] = time.perf_counter() - started
+    metrics["output"] = str(out)
+    return summarize(episodes), episodes, metrics
 
 
 def print_table(summary: EvalSummary, title: str, extra: dict[str, Any], console: Any = None) -> None:
