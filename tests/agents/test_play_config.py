@@ -13,7 +13,8 @@ import envs
 from agents.config import UsageError, compose_play_config, env_options, rewrite_overrides, to_play_config
 
 CONFIG_ROOT = Path(configs.__file__).parent
-ENV_CONFIGS = sorted(p.stem for p in (CONFIG_ROOT / "env").glob("*.yaml") if p.stem != "registered")
+# env=agent is not an environment: an agent program plays in its place (trainer.run, agents.eval).
+ENV_CONFIGS = sorted(p.stem for p in (CONFIG_ROOT / "env").glob("*.yaml") if p.stem not in ("registered", "agent"))
 
 
 def test_every_yaml_under_configs_parses():
