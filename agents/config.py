@@ -28,9 +28,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 import envs
 from agents.base import AGENTS
+from agents.engines.registry import engine_names
 
-#: Agents of ``python -m agents.play``: a person, the scripted agents, or a model (``llm`` = the ``hf`` engine).
-MODEL_AGENTS = ("llm", "hf", "openai", "sglang")
+#: Agents of ``python -m agents.play``: a person, the scripted agents, or a model behind an engine of the
+#: engine table (``llm`` = the ``hf`` engine).
+MODEL_AGENTS = engine_names(aliases=True)
 PLAY_AGENTS = (*AGENTS, *MODEL_AGENTS)
 
 __all__ = [
@@ -144,7 +146,7 @@ class EvalConfig(LLMOptions):
 
 ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
 
-EVAL_AGENTS = ("hf", "llm", "sglang", "openai", "oracle", "random")
+EVAL_AGENTS = (*engine_names(aliases=True), "oracle", "random")
 
 
 def to_eval_config(cfg: DictConfig) -> EvalConfig:

@@ -246,14 +246,14 @@ async def run_episode(
 ) -> Trajectory:
     """Play one episode of ``env`` (reset here with ``spec.seed``) with a token-level engine.
 
-    ``policy_version`` defaults to the engine's (``engine.stats().policy_version``) when the episode
+    ``policy_version`` defaults to the engine's (``engine.stats_async()``'s ``policy_version``) when the episode
     starts. ``observer`` is called after every step (in the event loop; keep it quick). See the
     module docstring for the turn structure, the limits and failure handling.
     """
     sampling = sampling or SamplingParams()
     limits = limits or EpisodeLimits()
     if policy_version is None:
-        policy_version = engine.stats().policy_version
+        policy_version = (await engine.stats_async()).policy_version
     episode = _Episode(env, _new_trajectory(spec, policy_version), limits, observer)
     try:
         await _play_tokens(episode, engine, renderer, spec, sampling)

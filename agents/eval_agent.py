@@ -18,6 +18,7 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, Any
 
+from agents.engines.registry import engine_names
 from agents.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -48,8 +49,9 @@ async def evaluate_program(config: EvalConfig) -> tuple[list[Trajectory], list[T
         )
         records = [_outcome_record(name, seed, outcome, error) for seed, outcome, error in results]
         return records, records, {}
-    if config.agent not in ("hf", "llm", "sglang"):
-        raise UsageError(f"env=agent runs an agent program: use agent=hf, sglang or openai, not {config.agent}")
+    if config.agent not in engine_names(token_level=True, aliases=True):
+        choices = ", ".join(engine_names(token_level=True))  # through the gateway; openai: the endpoint directly
+        raise UsageError(f"env=agent runs an agent program: use agent={choices} or openai, not {config.agent}")
     return await _through_gateway(config, agent, tasks, seeds, name)
 
 

@@ -103,7 +103,7 @@ def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
     env = make_checked_env(env_id, env_options(play_cfg), seed=play_cfg.seed)
     if play_cfg.agent == "oracle" and not has_oracle(env):
         raise UsageError(f"environment {env_id!r} has no oracle; use agent=random or agent=human")
-    check_agent_model("hf" if play_cfg.agent == "llm" else play_cfg.agent, play_cfg.model)
+    check_agent_model(play_cfg.agent, play_cfg.model)
     term = Terminal(sys.stdout, sys.stdin, color=wants_color(sys.stdout, play_cfg.color))
     if play_cfg.agent in MODEL_AGENTS:
         from agents.play_model import play_model

@@ -29,9 +29,10 @@ def default_trajectory_path(env_id: str) -> str:
 
 def play_model(env: TextEnv, cfg: PlayConfig, term: Terminal) -> int:
     """Let the model ``cfg.agent`` play ``cfg.episodes`` episodes (default 1) of ``env``, shown turn by turn."""
+    from agents.engines.registry import engine_kind
     from agents.policy import make_policy
 
-    kind = "hf" if cfg.agent == "llm" else cfg.agent
+    kind = engine_kind(cfg.agent).name  # llm is the hf engine
     env_id = cfg.env["id"]
     out = cfg.out or default_trajectory_path(env_id)
     term.rule(f"turngym · {env_id} · agent {kind} · model {cfg.model}")

@@ -21,13 +21,14 @@ from typing import Any
 
 from agents.config import LLMOptions, UsageError
 from agents.engines.base import Engine, Generation, SamplingParams
+from agents.engines.registry import EngineKind, EngineSpec, UnknownEngineError, engine_kind, engine_names
 from agents.episode import EpisodeLimits, EpisodeSpec, Observer, Renderer, run_chat_episode, run_episode
 from agents.trajectory import Trajectory
 from envs.core import Message, TextEnv
 
-__all__ = ["MODEL_KINDS", "SCRIPTED_KINDS", "Policy", "make_policy", "sampling_and_limits"]
+__all__ = ["MODEL_KINDS", "SCRIPTED_KINDS", "Policy", "engine_spec", "make_policy", "sampling_and_limits"]
 
-MODEL_KINDS = ("hf", "llm", "sglang", "openai")
+MODEL_KINDS = engine_names(aliases=True)  # hf, llm (= hf), sglang, openai: the engine table's rows
 SCRIPTED_KINDS = ("oracle", "random")
 
 ChatFactory = Callable[[TextEnv], Callable[[list[Message], SamplingParams], Awaitable[Generation]]]
@@ -76,17 +77,40 @@ def sampling_and_limits(options: LLMOptions, seed: int | None = None) -> tuple[S
 
 
 def make_policy(kind: str, options: LLMOptions, *, tools: list[dict[str, Any]] | None = None, batch_size: int = 16):
-    """Build the policy ``kind`` (see the module docstring); ``tools`` are the environment's tool schemas."""
+    """Build the policy ``kind`` (see the module docstring); ``tools`` are the environment's tool schemas.
+
+    A model's engine comes from the engine table (:mod:`agents.engines.registry`): token-level engines
+    play through the token-level loop with a :class:`~agents.chat.ChatRenderer` of ``options.model``'s
+    tokenizer, text-level ones (``chat(messages, sampling, tools)``) through the text-level loop.
+    """
     sampling, limits = sampling_and_limits(options)
     if kind in SCRIPTED_KINDS:
         return Policy(kind, sampling, limits, chat_for=_scripted_chat(kind))
-    if kind in ("hf", "llm"):
-        return _hf_policy(options, sampling, limits, tools, batch_size)
-    if kind == "sglang":
-        return _sglang_policy(options, sampling, limits, tools)
-    if kind == "openai":
-        return _openai_policy(options, sampling, limits, tools)
-    raise UsageError(f"unknown agent {kind!r}; choose one of {', '.join(MODEL_KINDS + SCRIPTED_KINDS)}")
+    try:
+        row = engine_kind(kind)
+    except UnknownEngineError:
+        raise UsageError(f"unknown agent {kind!r}; choose one of {', '.join(MODEL_KINDS + SCRIPTED_KINDS)}") from None
+    engine = row.build_engine(engine_spec(row, options, batch_size))
+    name = f"{row.name}:{options.model}"
+    if not row.token_level:
+        return Policy(name, sampling, limits, chat_for=_text_chat(engine), closer=engine.close)
+    from agents.chat import ChatRenderer
+    from agents.models import load_tokenizer
+
+    renderer = ChatRenderer(load_tokenizer(options.model), tools=tools)
+    return Policy(name, sampling, limits, engine=engine, renderer=renderer, closer=engine.close)
+
+
+def engine_spec(row: EngineKind, options: LLMOptions, batch_size: int) -> EngineSpec:
+    """What ``options`` ask of the engine ``row``: a local model's device and dtype, or the servers' URLs."""
+    if row.placement == "local":
+        device, dtype = _device_and_dtype(options)
+        return EngineSpec(row.name, options.model, device=device, dtype=dtype, max_batch_size=batch_size)
+    urls = tuple(url.strip() for url in (options.base_url or "").split(",") if url.strip())
+    if not urls:
+        raise UsageError(f"agent={row.name} needs base_url=<the server URL; several separated by commas>")
+    api_key = os.environ.get(options.api_key_env, "EMPTY")  # servers started without a key accept any
+    return EngineSpec(row.name, options.model, urls=urls, api_key=api_key, max_batch_size=batch_size)
 
 
 def _scripted_chat(kind: str) -> ChatFactory:
@@ -116,43 +140,11 @@ def _device_and_dtype(options: LLMOptions) -> tuple[str, str]:
     return device, dtype
 
 
-def _hf_policy(options, sampling, limits, tools, batch_size) -> Policy:
-    from agents.chat import ChatRenderer
-    from agents.engines.hf import HfEngine
-    from agents.models import load_model, load_tokenizer
-
-    device, dtype = _device_and_dtype(options)
-    tokenizer = load_tokenizer(options.model)
-    model = load_model(options.model, dtype=dtype, device=device)
-    engine = HfEngine(model, device=device, max_batch_size=batch_size)
-    renderer = ChatRenderer(tokenizer, tools=tools)
-    return Policy(f"hf:{options.model}", sampling, limits, engine=engine, renderer=renderer, closer=engine.close)
-
-
-def _sglang_policy(options, sampling, limits, tools) -> Policy:
-    if not options.base_url:
-        raise UsageError("agent=sglang needs base_url=http://host:port (several separated by commas)")
-    from agents.chat import ChatRenderer
-    from agents.engines.sglang import SGLangEngine
-    from agents.models import load_tokenizer
-
-    engine = SGLangEngine(urls=[u.strip() for u in options.base_url.split(",") if u.strip()])
-    renderer = ChatRenderer(load_tokenizer(options.model), tools=tools)
-    return Policy(f"sglang:{options.model}", sampling, limits, engine=engine, renderer=renderer, closer=engine.close)
-
-
-def _openai_policy(options, sampling, limits, tools) -> Policy:
-    if not options.base_url:
-        raise UsageError("agent=openai needs base_url=<OpenAI-compatible endpoint, e.g. http://localhost:8000/v1>")
-    from agents.engines.openai import OpenAIEngine
-
-    api_key = os.environ.get(options.api_key_env, "EMPTY")
-    engine = OpenAIEngine(base_url=options.base_url, model=options.model, api_key=api_key)
-
+def _text_chat(engine: Any) -> ChatFactory:
     def chat_for(env: TextEnv):
         async def chat(messages: list[Message], sampling: SamplingParams) -> Generation:
             return await engine.chat(messages, sampling, tools=env.tools)
 
         return chat
 
-    return Policy(f"openai:{options.model}", sampling, limits, chat_for=chat_for, closer=engine.close)
+    return chat_for

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.config import UsageError
+from agents.engines.registry import engine_names
 
 if TYPE_CHECKING:
     from envs.core import TextEnv
@@ -22,8 +23,9 @@ __all__ = ["check_agent_model", "check_model", "make_checked_env"]
 
 OPTION_HINT = "set options with env.<option>=<value>"
 MODEL_CHOICES = "choose model=smollm2, model=tiny or model=<a Hugging Face model directory>"
-#: Agents whose ``model`` option names a model loaded here (openai's names what its endpoint serves).
-LOCAL_MODEL_AGENTS = ("hf", "llm", "sglang")
+#: Agents whose ``model`` option names a model loaded here: the token-level engines need its tokenizer
+#: (openai's names what its endpoint serves).
+LOCAL_MODEL_AGENTS = engine_names(token_level=True, aliases=True)
 
 
 def make_checked_env(env_id: str, options: dict[str, Any], *, seed: int | None = 0) -> TextEnv:
@@ -83,6 +85,6 @@ def check_model(name: str) -> None:
 
 
 def check_agent_model(agent: str, model: str) -> None:
-    """:func:`check_model` for the agents that load ``model`` here (``hf``, ``llm``, ``sglang``'s tokenizer)."""
+    """:func:`check_model` for the agents that load ``model`` here (a local model, or its tokenizer)."""
     if agent in LOCAL_MODEL_AGENTS:
         check_model(model)

@@ -43,6 +43,7 @@ class ZeroLatencyEngine:
     """Returns a fixed 4-token answer at once: what is left to time is the call path."""
 
     name = "zero-latency"
+    weight_sync = "state_dict"
 
     async def generate(self, input_ids, sampling, affinity_key=None) -> Generation:
         return Generation((1, 2, 3, 4), (-0.5,) * 4, "stop", prompt_tokens=len(input_ids))
@@ -52,6 +53,12 @@ class ZeroLatencyEngine:
 
     def stats(self) -> EngineStats:
         return EngineStats()
+
+    async def stats_async(self) -> EngineStats:
+        return self.stats()
+
+    async def instance_async(self) -> str:
+        return "zero-latency"
 
     async def close(self) -> None:
         pass

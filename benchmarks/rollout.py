@@ -173,12 +173,13 @@ async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -
 
 def turngym_ray(model_name: str, seeds, max_new_tokens: int, num_env_actors: int) -> Result:
     """The same episodes through Ray env actors against the hf engine in its own actor (model loaded there)."""
-    from trainer.engine_actor import HfEngineFactory, launch_engine_actor
+    from agents.engines.registry import EngineSpec
+    from trainer.engine_actor import launch_engine_actor
     from trainer.rollout import RolloutConfig, RolloutManager, group_requests, init_ray
     from trainer.rollout_worker import ChatRendererFactory
 
     init_ray(num_cpus=max(4, num_env_actors + 2))
-    engine = launch_engine_actor(HfEngineFactory(model_name, max_batch_size=len(seeds), seed=0))
+    engine = launch_engine_actor(EngineSpec("hf", model_name, max_batch_size=len(seeds), seed=0))
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0)
     limits = EpisodeLimits(max_new_tokens=max_new_tokens, max_total_tokens=8192)
     config = RolloutConfig(num_env_actors=num_env_actors)

@@ -29,6 +29,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from agents.config import UsageError, _typed_config, check_choice, compose_config
+from agents.engines.registry import engine_kind, engine_names
 from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
 from trainer.estimators import ESTIMATORS
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
-ENGINES = ("hf", "sglang")
+ENGINES = engine_names(trainable=True)  # the engine table's rows that load new weights
 AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.agent_rollout)
 
 
@@ -424,6 +425,11 @@ def _check_trainer(config: TrainConfig) -> None:
 
 def _check_engine_and_devices(config: TrainConfig) -> None:
     engine = config.engine
+    _require(
+        engine.kind not in engine_names(trainable=False, aliases=True),
+        f"engine.kind={engine.kind} serves evaluation only (it cannot load new weights): "
+        f"choose engine.kind={' | engine.kind='.join(ENGINES)}",
+    )
     check_choice("engine.kind", engine.kind, ENGINES)
     check_choice("engine.device", engine.device, ("auto", "cpu", "cuda"))
     check_choice("engine.dtype", engine.dtype, ("auto", "float32", "bfloat16", "float16"))
@@ -437,14 +443,29 @@ def _check_engine_and_devices(config: TrainConfig) -> None:
     _require(
         engine.device != "cuda" or cuda > 0, "engine.device=cuda but no CUDA device is visible: use engine.device=auto"
     )
-    if engine.kind == "sglang":
-        _require(
-            bool(engine.urls) != engine.launch,
-            "engine=sglang needs either engine.urls=[http://host:port,...] (running servers) or engine.launch=true",
-        )
-        _require(not engine.launch or cuda > 0, "engine.launch=true starts SGLang servers, which need CUDA")
+    _check_placement(config, cuda)
     _require(engine.max_batch_size >= 1, f"engine.max_batch_size must be >= 1, got {engine.max_batch_size}")
     _require(engine.max_restarts >= 0, f"engine.max_restarts must be >= 0, got {engine.max_restarts}")
+
+
+def _check_placement(config: TrainConfig, cuda: int) -> None:
+    """``servers`` engines need running servers or a launch; ``local`` ones run in an engine actor and take neither."""
+    engine, kind = config.engine, engine_kind(config.engine.kind)
+    if kind.placement == "local":
+        _require(
+            not engine.urls and not engine.launch,
+            f"engine.urls and engine.launch are for server engines; engine={kind.name} runs in an engine actor: "
+            "remove them",
+        )
+        return
+    _require(
+        bool(engine.urls) != engine.launch,
+        f"engine={kind.name} needs either engine.urls=[http://host:port,...] (running servers) or engine.launch=true",
+    )
+    _require(
+        not engine.launch or kind.start is not None, f"engine={kind.name} cannot launch servers: give engine.urls"
+    )
+    _require(not engine.launch or cuda > 0, f"engine.launch=true starts {kind.name} servers, which need CUDA")
 
 
 def _check_model(model: ModelConfig) -> None:

@@ -2,24 +2,25 @@
 
 Environment actors never hold a model. They hold an :class:`~agents.engines.base.Engine` built in
 their own process by an *engine factory*: any picklable zero-argument callable that returns an
-Engine. Two kinds exist:
+Engine. The engine table (:mod:`agents.engines.registry`) says which of two placements an engine has:
 
-* In-process engines (``hf``): the engine lives in one Ray async actor, :class:`EngineHost`, started
+* ``local`` engines (``hf``): the engine lives in one Ray async actor, :class:`EngineHost`, started
   by :func:`launch_engine_actor`. Concurrent ``generate`` calls from every environment actor run
   concurrently in that actor's event loop, so the engine batches them and shares its prefix cache
   across episodes. :class:`EngineClient` implements the Engine protocol on top of the actor handle
   (``generate``, ``update_weights`` and ``stats`` are actor calls); :class:`EngineClientFactory`
   is the picklable factory environment actors receive.
-* Remote engines (SGLang servers): the client talks HTTP to the servers itself, so the factory is
-  the engine's own picklable configuration, for example ``functools.partial(SGLangEngine,
-  SGLangConfig(urls=[...]))`` for servers already running, and each environment actor builds its
-  own client; no engine actor is involved.
+* ``servers`` engines (SGLang): the client talks HTTP to the servers itself, so the factory is the
+  :class:`~agents.engines.registry.EngineSpec` of the running servers, and each environment actor
+  builds its own client; no engine actor is involved.
 
-:class:`HfEngineFactory` is the picklable recipe for the ``hf`` engine: the model by name
-(:func:`agents.models.load_model`), loaded in the engine actor's process.
+The engine actor's factory is an :class:`~agents.engines.registry.EngineSpec` too, for example
+``EngineSpec("hf", "smollm2")``: the model is loaded in the engine actor's process.
 
-``update_weights`` through :class:`EngineClient` sends the state dict through Ray's object store:
-size the store for it (:func:`trainer.rollout.init_ray`), or sync weights another way for large models.
+:class:`EngineClient` declares ``weight_sync = "object_ref"``: ``update_weights`` takes the state dict
+or a Ray object reference to one, which Ray resolves inside the engine actor (a learner rank's
+``ray.put`` reaches the engine without a copy in the driver). Size the object store for it
+(:func:`trainer.rollout.init_ray`), or sync weights another way for large models.
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.engines.base import Engine, EngineStats, Generation, SamplingParams
+from agents.engines.base import Engine, EngineStats, Generation, SamplingParams, WeightSync
 
 __all__ = [
     "EngineClient",
     "EngineClientFactory",
     "EngineFactory",
     "EngineHost",
-    "HfEngineFactory",
     "launch_engine_actor",
 ]
 
@@ -83,6 +83,8 @@ class EngineClient:
     loop use ``await client.stats_async()`` (or run ``stats`` in a thread) instead.
     """
 
+    weight_sync: WeightSync = "object_ref"
+
     def __init__(self, handle: Any, name: str = "engine-actor") -> None:
         self.handle = handle
         self.name = name
@@ -93,6 +95,7 @@ class EngineClient:
         return await self.handle.generate.remote(list(input_ids), sampling, affinity_key)
 
     async def update_weights(self, state_dict: Mapping[str, Any], policy_version: int) -> None:
+        """``state_dict``: the tensors, or a Ray object reference to them (resolved in the engine actor)."""
         await self.handle.update_weights.remote(state_dict, policy_version)
 
     def stats(self) -> EngineStats:
@@ -125,33 +128,6 @@ class EngineClientFactory:
 
     def __call__(self) -> EngineClient:
         return EngineClient(self.handle, self.name)
-
-
-@dataclass(frozen=True)
-class HfEngineFactory:
-    """Builds :class:`agents.engines.hf.HfEngine` on ``model``, a name :func:`agents.models.load_model` knows.
-
-    The other fields are HfEngine's options; ``dtype`` is a torch dtype's name.
-    """
-
-    model: str = "tiny"
-    dtype: str = "float32"
-    device: str = "cpu"
-    max_batch_size: int = 16
-    max_context: int | None = None
-    seed: int | None = None
-
-    def __call__(self) -> Engine:
-        from agents.engines.hf import HfEngine
-        from agents.models import load_model
-
-        return HfEngine(
-            load_model(self.model, dtype=self.dtype, device=self.device),
-            device=self.device,
-            max_batch_size=self.max_batch_size,
-            max_context=self.max_context,
-            seed=self.seed,
-        )
 
 
 def launch_engine_actor(

@@ -11,11 +11,12 @@ that contribute nothing, :func:`trainer.learner_worker.shard_rows`), runs the ca
 puts the answers back together. Every call is a coroutine (Ray object references are awaitable), so
 the training loop can overlap learner work with a rollout.
 
-Weight sync: rank 0 gathers the full weights (``full_state_dict``, LoRA merged) and the reference to
-them goes straight to the engine: an ``EngineClient`` (the ``hf`` engine actor) receives the tensors
-through Ray's object store without a copy in the driver; SGLang servers load an exported Hugging Face
-directory from disk (``update_weights_from_disk``) because the learner and the servers may not share a
-process or a host. Either engine drops its prefix cache and tags later generations with the new version.
+Weight sync: rank 0 gathers the full weights (``full_state_dict``, LoRA merged), and the engine's
+declared ``weight_sync`` (:data:`agents.engines.base.WeightSync`) says how they travel: the ``hf``
+engine actor's client takes the Ray object reference, so the tensors reach it through the object store
+without a copy in the driver; SGLang servers load an exported Hugging Face directory from disk because
+the learner and the servers may not share a process or a host. Every engine drops its prefix cache and
+tags later generations with the new version.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import torch
 
+from agents.engines.base import WEIGHT_SYNCS, DiskWeights, Engine
 from trainer.algos import Aggregation
 from trainer.batch import TrainBatch
 from trainer.learner_specs import PolicyLossSpec, WorkerSpec, combine_stats
@@ -147,22 +149,38 @@ class Learner:
         self.critic = group(spec.critic)
         self.reference = group(spec.reference)
 
-    async def sync_weights(self, engine: Any, policy_version: int, export_dir: Path | None = None) -> None:
-        """Give ``engine`` the actor's current weights as ``policy_version`` (how: module docstring)."""
-        from trainer.engine_actor import EngineClient
+    async def sync_weights(self, engine: Engine, policy_version: int, export_dir: Path | None = None) -> None:
+        """Give ``engine`` the actor's current weights as ``policy_version``, the way its ``weight_sync`` asks.
 
-        if isinstance(engine, EngineClient):
-            refs = self.actor.state_dict_refs()
-            await engine.update_weights(refs[0], policy_version)  # Ray resolves the reference in the engine actor
-            await asyncio.gather(*refs[1:])
-            return
-        if hasattr(engine, "update_weights_from_disk"):
-            if export_dir is None:
-                raise ValueError("weight sync to SGLang servers goes through disk: give export_dir")
-            await self.actor.save_pretrained(export_dir, self.spec.actor.model)
-            await engine.update_weights_from_disk(str(export_dir), policy_version)
-            return
-        await engine.update_weights(await self.actor.full_state_dict(), policy_version)
+        ``object_ref``: rank 0's reference goes to the engine, which resolves it where it runs;
+        ``disk``: the actor is saved as a Hugging Face directory under ``export_dir`` and the engine
+        loads it; ``state_dict``: the gathered weights are passed in this process. ``none`` (an engine
+        that serves evaluation only) raises ``ValueError``.
+        """
+        match engine.weight_sync:
+            case "object_ref":
+                refs = self.actor.state_dict_refs()
+                await engine.update_weights(refs[0], policy_version)  # Ray resolves the reference in the engine actor
+                await asyncio.gather(*refs[1:])
+            case "disk":
+                if not isinstance(engine, DiskWeights):
+                    raise TypeError(
+                        f"engine {engine.name!r} declares weight_sync='disk' but has no update_weights_from_disk"
+                    )
+                if export_dir is None:
+                    raise ValueError(f"weight sync to engine {engine.name!r} goes through disk: give export_dir")
+                await self.actor.save_pretrained(export_dir, self.spec.actor.model)
+                await engine.update_weights_from_disk(str(export_dir), policy_version)
+            case "state_dict":
+                await engine.update_weights(await self.actor.full_state_dict(), policy_version)
+            case "none":
+                raise ValueError(
+                    f"engine {engine.name!r} cannot load weights (it serves evaluation only): train with hf or sglang"
+                )
+            case other:
+                raise ValueError(
+                    f"engine {engine.name!r} has weight_sync={other!r}; expected one of {', '.join(WEIGHT_SYNCS)}"
+                )
 
     def close(self) -> None:
         for group in (self.actor, self.critic, self.reference):

@@ -1,7 +1,7 @@
 """Rollout: Ray environment actors playing groups of episodes against a shared engine.
 
     init_ray()                                                   # local Ray, capped object store
-    engine = launch_engine_actor(HfEngineFactory("smollm2"))     # trainer.engine_actor: the shared engine
+    engine = launch_engine_actor(EngineSpec("hf", "smollm2"))   # trainer.engine_actor: the shared engine
     config = RolloutConfig(num_env_actors=2)
     with RolloutManager(config, ChatRendererFactory("smollm2"), engine.factory()) as manager:
         result = asyncio.run(manager.collect(group_requests("sokoban", seeds=range(8), group_size=4)))

@@ -77,11 +77,7 @@ class EnvWorker:
         for spec in specs:  # fail fast, before any episode starts, on an id no environment has
             envs.registry.spec(spec.env_id)
         if policy_version is None:
-            # Engine.stats() may block (an actor call): await the engine client's async form where it
-            # has one, else keep the call off the event loop other episodes use.
-            stats_async = getattr(self.engine, "stats_async", None)
-            stats = await stats_async() if stats_async is not None else await asyncio.to_thread(self.engine.stats)
-            policy_version = stats.policy_version
+            policy_version = (await self.engine.stats_async()).policy_version
         return list(await asyncio.gather(*(self._run_one(s, sampling, limits, policy_version) for s in specs)))
 
     def stats(self) -> WorkerStats:

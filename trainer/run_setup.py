@@ -8,7 +8,6 @@ the checkpoint and syncing the engine to it when resuming), the metrics writer a
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import time
@@ -17,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.engines.base import SamplingParams
+from agents.engines.base import Engine, SamplingParams
+from agents.engines.registry import EngineSpec, engine_kind
 from agents.episode import EpisodeLimits
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
@@ -41,7 +41,7 @@ class Components:
     """The started parts of a run; ``close`` stops them (the engine and every Ray actor)."""
 
     run_dir: Path
-    engine: Any
+    engine: Engine
     rollout: RolloutManager | AgentRollout
     learner: Learner
     writer: Any
@@ -130,7 +130,7 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
     state = TrainerState(step=0, policy_version=0)
     if resume_from is not None:
         state = await _resume(learner, engine, resume_from, run_dir)
-    elif warmup_metrics and config.engine.kind != "hf":  # running servers hold the model as it was before
+    elif warmup_metrics and engine_kind(config.engine.kind).placement == "servers":  # they hold the model as it was
         await learner.sync_weights(engine, 0, export_dir=run_dir / "engine_weights")
     wandb = None
     if config.logging.wandb:
@@ -241,44 +241,58 @@ def _bytes_per_weight(model_path: str) -> int:
     return 2 if dtype in ("bfloat16", "float16") else 4
 
 
-async def _start_engine(config: TrainConfig, model_path: str) -> tuple[Any, Callable[[], Any]]:
-    """The engine the loop syncs weights to (``close`` stops it) and the factory env actors call."""
-    if config.engine.kind == "hf":
-        import torch
+async def _start_engine(config: TrainConfig, model_path: str) -> tuple[Engine, Callable[[], Engine]]:
+    """The engine the loop syncs weights to (``close`` stops it) and the factory env actors call.
 
-        from trainer.engine_actor import HfEngineFactory, launch_engine_actor
+    Placement comes from the engine table (:mod:`agents.engines.registry`): a ``local`` engine is built
+    in one Ray engine actor and the actors get clients of it; a ``servers`` engine is started here
+    (launching its servers when asked) and every actor connects to the same servers.
+    """
+    kind = engine_kind(config.engine.kind)
+    spec = _engine_spec(config, model_path)
+    if kind.placement == "local":
+        from trainer.engine_actor import launch_engine_actor
 
-        cuda = torch.cuda.is_available()
-        device = config.engine.device if config.engine.device != "auto" else ("cuda" if cuda else "cpu")
-        dtype = (
-            config.engine.dtype if config.engine.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
-        )
-        factory = HfEngineFactory(model_path, dtype, device, config.engine.max_batch_size, seed=config.trainer.seed)
         client = launch_engine_actor(
-            factory,
+            spec,
             num_cpus=config.engine.num_cpus,
             num_gpus=_engine_gpu_share(config),
             max_restarts=config.engine.max_restarts,
         )
         return client, client.factory()
-    from agents.engines.sglang import SGLangConfig, SGLangEngine
+    engine = await kind.start_engine(spec)
+    return engine, spec.connected_to(engine.urls)  # type: ignore[attr-defined]  # servers engines have urls
 
-    if config.engine.launch:
-        sglang_config = SGLangConfig(
-            model_path=model_path, num_servers=config.engine.num_servers, gpus_per_server=config.engine.gpus_per_server
-        )
-    else:
-        sglang_config = SGLangConfig(urls=tuple(config.engine.urls))
-    engine = await SGLangEngine.create(sglang_config)
-    return engine, functools.partial(SGLangEngine, SGLangConfig(urls=tuple(engine.urls)))
+
+def _engine_spec(config: TrainConfig, model_path: str) -> EngineSpec:
+    engine = config.engine
+    device = engine.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = engine.dtype if engine.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
+    return EngineSpec(
+        kind=engine.kind,
+        model=model_path,
+        device=device,
+        dtype=dtype,
+        max_batch_size=engine.max_batch_size,
+        seed=config.trainer.seed,
+        urls=tuple(engine.urls),
+        launch=engine.launch,
+        num_servers=engine.num_servers,
+        gpus_per_server=engine.gpus_per_server,
+    )
 
 
 def _engine_gpu_share(config: TrainConfig) -> float:
-    """The hf engine actor's GPU share: ``engine.num_gpus``, or 0.25 when it is 0 and the engine runs on CUDA
-    (Ray hides the GPUs from an actor that reserves none)."""
+    """The engine actor's GPU share (``local`` engines): ``engine.num_gpus``, or 0.25 when it is 0 and the
+    engine runs on CUDA (Ray hides the GPUs from an actor that reserves none)."""
     import torch
 
-    if config.engine.kind != "hf" or config.engine.device == "cpu" or not torch.cuda.is_available():
+    local = engine_kind(config.engine.kind).placement == "local"
+    if not local or config.engine.device == "cpu" or not torch.cuda.is_available():
         return 0.0
     return config.engine.num_gpus or 0.25
 
@@ -465,14 +479,14 @@ def timing_metrics(metrics: dict[str, Any], started: float, train_started: float
 
 
 async def engine_in_sync(c: Components, policy_version: int) -> Any:
-    """The engine's counters, after giving it the learner's weights again if it restarted (version 0 again).
+    """The engine's counters, after giving it the learner's weights again if it lost them (version 0 again).
 
     Ray restarts a dead ``hf`` engine actor (``engine.max_restarts``) with the weights it was built
     with; the rollout must not sample from them under a later version's name.
     """
     stats = await engine_stats(c.engine)
     await watch_engine(c)
-    if stats.policy_version != policy_version and hasattr(c.engine, "stats_async"):
+    if stats.policy_version != policy_version:
         log.warning(
             "the engine is at policy version %d, not %d (restarted?): syncing it", stats.policy_version, policy_version
         )
@@ -482,9 +496,8 @@ async def engine_in_sync(c: Components, policy_version: int) -> Any:
 
 
 async def watch_engine(c: Components) -> None:
-    """Count a restart of the engine actor since the last look (:meth:`trainer.faults.FaultWatch.engine_instance`)."""
-    if hasattr(c.engine, "instance_async"):
-        c.faults.engine_instance(await _while_restarting(c.engine.instance_async))
+    """Count a restart of the engine since the last look (:meth:`trainer.faults.FaultWatch.engine_instance`)."""
+    c.faults.engine_instance(await _while_restarting(c.engine.instance_async))
 
 
 async def sync_engine(c: Components, policy_version: int) -> None:
@@ -492,11 +505,9 @@ async def sync_engine(c: Components, policy_version: int) -> None:
     await _while_restarting(lambda: c.learner.sync_weights(c.engine, policy_version, c.run_dir / "engine_weights"))
 
 
-async def engine_stats(engine: Any) -> Any:
-    """The engine's counters (an engine actor answers asynchronously; a restarting one is waited for)."""
-    if hasattr(engine, "stats_async"):
-        return await _while_restarting(engine.stats_async)
-    return engine.stats()
+async def engine_stats(engine: Engine) -> Any:
+    """The engine's counters (a restarting engine actor is waited for)."""
+    return await _while_restarting(engine.stats_async)
 
 
 async def _while_restarting(call: Callable[[], Any], timeout_s: float = 300.0) -> Any:

@@ -17,19 +17,52 @@ Guarantees every token-level engine keeps (``openai`` is text-level: see its mod
   engine route the turns of one trajectory to the replica that holds its prefix in cache.
 * After ``update_weights`` returns, no cached state computed with the old weights is reused, and
   ``stats().policy_version`` is the new version.
+
+What callers may rely on beyond ``generate`` (the trainer uses nothing an engine does not declare):
+
+* ``weight_sync`` says how new weights reach the engine (:data:`WeightSync`); a trainer picks the
+  transport from it and never from the engine's type.
+* ``stats_async()`` is ``stats()`` without blocking an event loop (an engine behind an actor answers
+  over the network); ``instance_async()`` names the process that holds the weights, and changes when
+  that process was rebuilt (and so lost the weights it was given).
+
+Which engines exist, and how each is built from a command's options, is the table in
+:mod:`agents.engines.registry`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Engine", "EngineStats", "FinishReason", "Generation", "SamplingParams"]
+__all__ = [
+    "WEIGHT_SYNCS",
+    "DiskWeights",
+    "Engine",
+    "EngineStats",
+    "FinishReason",
+    "Generation",
+    "SamplingParams",
+    "WeightSync",
+]
 
 FinishReason = Literal["stop", "length", "abort"]
 #: ``stop``: a stop token was sampled (it is the last output id). ``length``: ``max_new_tokens`` was
 #: reached. ``abort``: the engine gave up on the request (shutdown, weights changed mid-request).
+
+WeightSync = Literal["state_dict", "object_ref", "disk", "none"]
+#: How a trainer gives an engine new weights:
+#:
+#: * ``state_dict``: ``update_weights(state_dict, version)`` with the tensors in the caller's process.
+#: * ``object_ref``: the same call, where ``state_dict`` may also be a Ray object reference to one; it
+#:   is resolved where the engine runs, so the weights never pass through the caller.
+#: * ``disk``: a Hugging Face model directory the engine's servers read,
+#:   ``update_weights_from_disk(path, version)`` (:class:`DiskWeights`): trainer and servers may not
+#:   share a process or a host.
+#: * ``none``: the engine cannot load weights (evaluation only); ``update_weights`` raises.
+WEIGHT_SYNCS: tuple[WeightSync, ...] = ("state_dict", "object_ref", "disk", "none")
 
 
 @dataclass(frozen=True)
@@ -123,6 +156,7 @@ class Engine(Protocol):
     """An asynchronous token-in, token-out inference engine (guarantees in the module docstring)."""
 
     name: str
+    weight_sync: WeightSync
 
     async def generate(
         self, input_ids: Sequence[int], sampling: SamplingParams, affinity_key: str | None = None
@@ -136,9 +170,27 @@ class Engine(Protocol):
         ...
 
     def stats(self) -> EngineStats:
-        """A snapshot of the counters."""
+        """A snapshot of the counters (may block on a remote engine: inside an event loop use ``stats_async``)."""
+        ...
+
+    async def stats_async(self) -> EngineStats:
+        """The same snapshot, awaited."""
+        ...
+
+    async def instance_async(self) -> str:
+        """An id of the process holding the weights; a new id means it was rebuilt with its initial weights."""
         ...
 
     async def close(self) -> None:
         """Release the engine's resources; later calls raise."""
+        ...
+
+
+@runtime_checkable
+class DiskWeights(Protocol):
+    """What an engine with ``weight_sync == "disk"`` adds to :class:`Engine`."""
+
+    async def update_weights_from_disk(self, model_path: str | Path, policy_version: int) -> None:
+        """Load the Hugging Face model directory ``model_path`` (readable by the engine's servers), drop every
+        cached prefix, set the version."""
         ...

@@ -44,16 +44,19 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams
+from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams, WeightSync
 from agents.engines.hf_kv import PrefixCache, RunningBatch, cache_from_prefix, sequence_kv
 from agents.engines.hf_sampling import sample_next_tokens
 
-__all__ = ["HfEngine"]
+if TYPE_CHECKING:
+    from agents.engines.registry import EngineSpec
+
+__all__ = ["HfEngine", "build_hf_engine"]
 
 
 @dataclass
@@ -103,6 +106,7 @@ class HfEngine:
     """
 
     name = "hf"
+    weight_sync: WeightSync = "state_dict"
 
     def __init__(
         self,
@@ -174,6 +178,12 @@ class HfEngine:
                 "prefix_cache_tokens": float(self._prefix.stored_tokens),
             }
             return EngineStats(**{**self._stats.__dict__, "extra": extra})
+
+    async def stats_async(self) -> EngineStats:
+        return self.stats()  # a lock held for microseconds: no need to leave the event loop
+
+    async def instance_async(self) -> str:
+        return f"hf-{id(self):x}"  # lives as long as this object, and its weights with it
 
     async def close(self) -> None:
         """Stop the loop: running and queued requests end with ``"abort"``; later calls raise ``RuntimeError``."""
@@ -414,3 +424,16 @@ def _eos_ids(model: Any) -> tuple[int, ...]:
     if eos is None:
         return ()
     return tuple(int(i) for i in eos) if isinstance(eos, list | tuple) else (int(eos),)
+
+
+def build_hf_engine(spec: EngineSpec) -> HfEngine:
+    """The ``hf`` row of :mod:`agents.engines.registry`: load ``spec.model`` and serve it."""
+    from agents.models import load_model
+
+    return HfEngine(
+        load_model(spec.model, dtype=spec.dtype, device=spec.device),
+        device=spec.device,
+        max_batch_size=spec.max_batch_size,
+        max_context=spec.max_context,
+        seed=spec.seed,
+    )

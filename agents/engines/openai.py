@@ -39,11 +39,14 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams
+from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams, WeightSync
 
-__all__ = ["OpenAIConfig", "OpenAIEngine", "render_tool_calls"]
+if TYPE_CHECKING:
+    from agents.engines.registry import EngineSpec
+
+__all__ = ["OpenAIConfig", "OpenAIEngine", "connect_openai", "render_tool_calls"]
 
 _FINISH_REASONS: dict[str | None, FinishReason] = {
     "stop": "stop",
@@ -112,6 +115,7 @@ class OpenAIEngine:
     """Chat completions from an OpenAI-compatible endpoint (contract: module docstring)."""
 
     name = "openai"
+    weight_sync: WeightSync = "none"
 
     def __init__(self, config: OpenAIConfig) -> None:
         self._openai = _import_openai()
@@ -213,8 +217,24 @@ class OpenAIEngine:
             snapshot.busy_seconds += time.perf_counter() - self._busy_since
         return snapshot
 
+    async def stats_async(self) -> EngineStats:
+        return self.stats()
+
+    async def instance_async(self) -> str:
+        return f"openai-{id(self):x}"  # the endpoint's weights are not ours to lose
+
     async def close(self) -> None:
         """Close the HTTP client; later calls raise. Idempotent."""
         if not self._closed:
             self._closed = True
             await self._client.close()
+
+
+def connect_openai(spec: EngineSpec) -> OpenAIEngine:
+    """The ``openai`` row of :mod:`agents.engines.registry`: the endpoint ``spec.urls[0]`` serving ``spec.model``."""
+    if len(spec.urls) != 1:
+        raise ValueError(f"the openai engine talks to one endpoint (a .../v1 URL), got {len(spec.urls)}")
+    config = OpenAIConfig(
+        model=spec.model, base_url=spec.urls[0], api_key=spec.api_key, max_concurrency=spec.max_batch_size
+    )
+    return OpenAIEngine(config)

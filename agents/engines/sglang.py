@@ -48,9 +48,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agents.engines.base import EngineStats, Generation, SamplingParams
+from agents.engines.base import EngineStats, Generation, SamplingParams, WeightSync
 from agents.engines.sglang_client import (
     RetryPolicy,
     ServerClient,
@@ -76,7 +76,18 @@ from agents.engines.sglang_weights import (
     tensor_update_request,
 )
 
-__all__ = ["SGLangConfig", "SGLangEngine", "SGLangServerError", "SGLangTimeoutError", "SGLangUnreachableError"]
+if TYPE_CHECKING:
+    from agents.engines.registry import EngineSpec
+
+__all__ = [
+    "SGLangConfig",
+    "SGLangEngine",
+    "SGLangServerError",
+    "SGLangTimeoutError",
+    "SGLangUnreachableError",
+    "connect_sglang",
+    "start_sglang",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +160,7 @@ class SGLangEngine:
     """SGLang servers as one :class:`~agents.engines.base.Engine` (see the module docstring)."""
 
     name = "sglang"
+    weight_sync: WeightSync = "disk"  # the trainer and the servers may not share a host
 
     def __init__(self, config: SGLangConfig, launched: Sequence[LaunchedServer] = ()) -> None:
         """Prefer :meth:`create`, which launches or checks the servers first."""
@@ -395,6 +407,14 @@ class SGLangEngine:
         }
         return snapshot
 
+    async def stats_async(self) -> EngineStats:
+        return self.stats()
+
+    async def instance_async(self) -> str:
+        # One id for the client: a server that restarts behind it is not detected here (the policy
+        # version is the client's count, not the server's).
+        return f"sglang-{id(self):x}"
+
     async def close(self) -> None:
         """Close the HTTP sessions and stop the servers this engine launched. Idempotent."""
         if self._closed:
@@ -402,3 +422,21 @@ class SGLangEngine:
         self._closed = True
         await asyncio.gather(*(client.close() for client in self._clients))
         await asyncio.gather(*(asyncio.to_thread(server.terminate) for server in self._launched))
+
+
+def connect_sglang(spec: EngineSpec) -> SGLangEngine:
+    """The ``sglang`` row of :mod:`agents.engines.registry`: a client of the running servers ``spec.urls``."""
+    if spec.launch or not spec.urls:
+        raise ValueError("an sglang client needs the urls of running servers (launching is start_sglang's)")
+    return SGLangEngine(SGLangConfig(urls=tuple(spec.urls), api_key=spec.api_key))
+
+
+async def start_sglang(spec: EngineSpec) -> SGLangEngine:
+    """The driver's sglang engine: launch ``spec.num_servers`` servers of ``spec.model``, or check ``spec.urls``."""
+    if spec.launch:
+        config = SGLangConfig(
+            model_path=spec.model, num_servers=spec.num_servers, gpus_per_server=spec.gpus_per_server
+        )
+    else:
+        config = SGLangConfig(urls=tuple(spec.urls), api_key=spec.api_key)
+    return await SGLangEngine.create(config)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents.engines.base import EngineStats, Generation, SamplingParams
+from agents.engines.base import EngineStats, Generation, SamplingParams, WeightSync
 from envs.core import TextEnv
 
 __all__ = ["TeacherEngine"]
@@ -30,6 +30,7 @@ class TeacherEngine:
     """
 
     name = "teacher"
+    weight_sync: WeightSync = "none"
 
     def __init__(self, env: TextEnv, renderer: Any, teacher: Callable[[TextEnv], str]) -> None:
         self.env, self.renderer, self.teacher = env, renderer, teacher
@@ -52,6 +53,12 @@ class TeacherEngine:
 
     def stats(self) -> EngineStats:
         return self._stats
+
+    async def stats_async(self) -> EngineStats:
+        return self._stats
+
+    async def instance_async(self) -> str:
+        return f"teacher-{id(self):x}"
 
     async def close(self) -> None:
         return None

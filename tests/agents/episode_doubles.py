@@ -108,6 +108,7 @@ class ScriptedEngine:
     """
 
     name = "scripted"
+    weight_sync = "state_dict"
 
     def __init__(self, script: Sequence[tuple[str, float, str]], fail_at: int | None = None) -> None:
         self.script = list(script)
@@ -131,6 +132,12 @@ class ScriptedEngine:
 
     def stats(self) -> EngineStats:
         return EngineStats(requests=len(self.requests), policy_version=self.version)
+
+    async def stats_async(self) -> EngineStats:
+        return self.stats()
+
+    async def instance_async(self) -> str:
+        return "scripted"
 
     async def close(self) -> None:
         pass

@@ -51,6 +51,7 @@ class FixedEngine:
     """
 
     name = "fixed"
+    weight_sync = "state_dict"
 
     def __init__(self, action: str = "right", delay_s: float = 0.0) -> None:
         self.action = action
@@ -78,6 +79,12 @@ class FixedEngine:
 
     def stats(self) -> EngineStats:
         return EngineStats(requests=self.requests, policy_version=self.version)
+
+    async def stats_async(self) -> EngineStats:
+        return self.stats()
+
+    async def instance_async(self) -> str:
+        return "fixed"
 
     async def close(self) -> None:
         pass

@@ -15,8 +15,9 @@ import rollout_doubles
 from rollout_doubles import CharRenderer, FixedEngine, failing_setup, register_test_envs
 
 from agents.engines.base import SamplingParams
+from agents.engines.registry import EngineSpec
 from agents.episode import EpisodeLimits
-from trainer.engine_actor import EngineClient, HfEngineFactory, launch_engine_actor
+from trainer.engine_actor import EngineClient, launch_engine_actor
 from trainer.rollout import GroupRequest, RolloutConfig, RolloutManager, group_requests, init_ray
 from trainer.rollout_records import METRIC_NAMES
 from trainer.rollout_worker import ChatRendererFactory
@@ -202,7 +203,7 @@ def test_weights_version_reaches_every_actor_through_the_engine_actor(engine, ma
 
 
 def test_the_real_stack_chat_renderer_and_hf_engine_actor(ray_session):
-    hf = launch_engine_actor(HfEngineFactory("tiny", seed=0, max_batch_size=8), num_cpus=1)
+    hf = launch_engine_actor(EngineSpec("hf", "tiny", seed=0, max_batch_size=8), num_cpus=1)
     try:
         # One environment actor: each process that builds a ChatRenderer pays for importing transformers.
         with RolloutManager(RolloutConfig(num_env_actors=1), ChatRendererFactory("tiny"), hf.factory()) as manager:
