@@ -1,12 +1,13 @@
 """An agent written with the plain OpenAI SDK and one tool, trainable unchanged through turngym's gateway.
 
-    python -m trainer.run agent.entry=examples/calculator_agent.py:agent \
+    python -m trainer.run env=agent agent.entry=examples/calculator_agent.py:agent \
         agent.tasks=examples/calculator_agent.py:task algo=grpo model=smollm2
 
 The agent asks the model for the sum of two numbers and offers an ``add`` tool; it runs the calls the
 model makes, sends the results back, and pays 1.0 when the final answer holds the right sum. Nothing
 here knows about turngym: the same function runs against any OpenAI-compatible endpoint
-(``python -m agents.eval agent=function ...``).
+(``python -m agents.eval env=agent agent_entry=examples/calculator_agent.py:agent
+agent_tasks=examples/calculator_agent.py:task agent=openai base_url=...``).
 """
 
 from __future__ import annotations
