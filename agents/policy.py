@@ -21,7 +21,14 @@ from typing import Any
 
 from agents.config import LLMOptions, UsageError
 from agents.engines.base import Engine, Generation, SamplingParams
-from agents.engines.registry import EngineKind, EngineSpec, UnknownEngineError, engine_kind, engine_names
+from agents.engines.registry import (
+    EngineKind,
+    EngineSpec,
+    UnknownEngineError,
+    engine_kind,
+    engine_names,
+    local_device_and_dtype,
+)
 from agents.episode import EpisodeLimits, EpisodeSpec, Observer, Renderer, run_chat_episode, run_episode
 from agents.trajectory import Trajectory
 from envs.core import Message, TextEnv
@@ -104,7 +111,7 @@ def make_policy(kind: str, options: LLMOptions, *, tools: list[dict[str, Any]] |
 def engine_spec(row: EngineKind, options: LLMOptions, batch_size: int) -> EngineSpec:
     """What ``options`` ask of the engine ``row``: a local model's device and dtype, or the servers' URLs."""
     if row.placement == "local":
-        device, dtype = _device_and_dtype(options)
+        device, dtype = local_device_and_dtype(options.device, options.dtype)
         return EngineSpec(row.name, options.model, device=device, dtype=dtype, max_batch_size=batch_size)
     urls = tuple(url.strip() for url in (options.base_url or "").split(",") if url.strip())
     if not urls:
@@ -125,19 +132,6 @@ def _scripted_chat(kind: str) -> ChatFactory:
         return chat
 
     return chat_for
-
-
-def _device_and_dtype(options: LLMOptions) -> tuple[str, str]:
-    import torch
-
-    device = options.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = options.dtype
-    if dtype == "auto":
-        # float32 on CPU keeps engine and learner logprobs in close agreement; bf16 on GPUs.
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    return device, dtype
 
 
 def _text_chat(engine: Any) -> ChatFactory:

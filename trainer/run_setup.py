@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.engines.base import Engine, SamplingParams
-from agents.engines.registry import EngineSpec, engine_kind
+from agents.engines.registry import EngineSpec, engine_kind, local_device_and_dtype
 from agents.episode import EpisodeLimits
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
@@ -266,12 +266,7 @@ async def _start_engine(config: TrainConfig, model_path: str) -> tuple[Engine, C
 
 def _engine_spec(config: TrainConfig, model_path: str) -> EngineSpec:
     engine = config.engine
-    device = engine.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = engine.dtype if engine.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
+    device, dtype = local_device_and_dtype(engine.device, engine.dtype)
     return EngineSpec(
         kind=engine.kind,
         model=model_path,

@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from agents.engines.base import Engine
 
-__all__ = ["ENGINE_KINDS", "EngineKind", "EngineSpec", "UnknownEngineError", "engine_kind", "engine_names"]
+__all__ = [
+    "ENGINE_KINDS",
+    "EngineKind",
+    "EngineSpec",
+    "UnknownEngineError",
+    "engine_kind",
+    "engine_names",
+    "local_device_and_dtype",
+]
 
 Placement = Literal["local", "servers"]
 
@@ -157,6 +165,18 @@ def engine_kind(name: str) -> EngineKind:
         if name == kind.name or name in kind.aliases:
             return kind
     raise UnknownEngineError(f"unknown engine {name!r}; choose one of {', '.join(engine_names(aliases=True))}")
+
+
+def local_device_and_dtype(device: str, dtype: str) -> tuple[str, str]:
+    """A ``local`` engine's device and dtype with ``auto`` resolved: CUDA when visible, else the CPU;
+    float32 on the CPU (engine and learner logprobs then agree closely), bfloat16 on CUDA."""
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    return device, dtype
 
 
 def _load(target: str) -> Any:

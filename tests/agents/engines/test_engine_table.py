@@ -18,7 +18,14 @@ import envs
 from agents.config import LLMOptions
 from agents.engines.base import WEIGHT_SYNCS, DiskWeights, Engine, SamplingParams
 from agents.engines.hf import HfEngine
-from agents.engines.registry import ENGINE_KINDS, EngineSpec, UnknownEngineError, engine_kind, engine_names
+from agents.engines.registry import (
+    ENGINE_KINDS,
+    EngineSpec,
+    UnknownEngineError,
+    engine_kind,
+    engine_names,
+    local_device_and_dtype,
+)
 from agents.episode import EpisodeSpec
 from agents.models import load_tokenizer, tiny_model_path
 from agents.policy import MODEL_KINDS, make_policy
@@ -58,6 +65,15 @@ def test_the_table_names_its_rows_and_resolves_every_constructor():
             module, _, function = target.partition(":")
             assert callable(getattr(importlib.import_module(module), function)), target
         assert kind.start is None or kind.placement == "servers"  # only servers can be launched
+
+
+def test_auto_device_and_dtype_resolve_the_same_for_every_command():
+    assert local_device_and_dtype("cpu", "auto") == ("cpu", "float32")  # logprobs agree closely on the CPU
+    assert local_device_and_dtype("cuda", "auto") == ("cuda", "bfloat16")
+    assert local_device_and_dtype("cuda:1", "auto") == ("cuda:1", "bfloat16")
+    assert local_device_and_dtype("cpu", "bfloat16") == ("cpu", "bfloat16")  # an explicit choice is kept
+    device, dtype = local_device_and_dtype("auto", "auto")
+    assert (device, dtype) in (("cpu", "float32"), ("cuda", "bfloat16"))
 
 
 def test_aliases_resolve_and_unknown_names_list_the_choices():
