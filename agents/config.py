@@ -160,6 +160,7 @@ def to_eval_config(cfg: DictConfig) -> EvalConfig:
         raise UsageError(f"concurrency must be at least 1, got {config.concurrency}")
     if config.seed < 0:
         raise UsageError(f"seed must be >= 0, got {config.seed}")
+    align_env_turns(config.env, config.max_turns)
     return config
 
 
@@ -200,6 +201,7 @@ def to_play_config(cfg: DictConfig) -> PlayConfig:
         raise UsageError(f"delay is in seconds and must be >= 0, got {play.delay}")
     if play.seed is not None and play.seed < 0:
         raise UsageError(f"seed must be >= 0 (or null for a fresh one per episode), got {play.seed}")
+    align_env_turns(play.env, play.max_turns)
     return play
 
 
@@ -223,6 +225,15 @@ def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
         close = difflib.get_close_matches(value, choices, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UsageError(f"unknown {key} {value!r}{hint}; choose {key}={f' | {key}='.join(choices)}")
+
+
+def align_env_turns(env: dict[str, Any], max_turns: int | None) -> None:
+    """Give the environment config ``env`` the episode loop's turn limit, in place, where it has one of its own:
+    what the environment tells the model (moves left, say) and what it generates (levels solvable within the
+    limits) then match the episodes actually played. The smaller of the two limits wins."""
+    if max_turns is not None and "max_turns" in env:
+        current = env["max_turns"]
+        env["max_turns"] = max_turns if current is None else min(int(current), max_turns)
 
 
 def env_options(config: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from agents.config import UsageError, _typed_config, check_choice, compose_config
+from agents.config import UsageError, _typed_config, align_env_turns, check_choice, compose_config
 from agents.engines.registry import engine_kind, engine_names
 from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
@@ -276,7 +276,7 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
     _check_model(config.model)
     check_phases(config)
     _check_agent(config)
-    _align_env_turns(config)
+    align_env_turns(config.env, config.rollout.max_turns)
     return config
 
 
@@ -303,15 +303,6 @@ def _check_agent(config: TrainConfig) -> None:
         agent.episode_timeout_s is None or agent.episode_timeout_s > 0,
         f"agent.episode_timeout_s must be > 0 or null, got {agent.episode_timeout_s}",
     )
-
-
-def _align_env_turns(config: TrainConfig) -> None:
-    """Give the environment the run's turn limit, so that what it tells the model (moves left, say) and what it
-    generates (levels solvable within the limits) match the episodes the run actually plays."""
-    turns = config.rollout.max_turns
-    if turns is not None and "max_turns" in config.env:
-        current = config.env["max_turns"]
-        config.env["max_turns"] = turns if current is None else min(int(current), turns)
 
 
 def _require(condition: bool, message: str) -> None:

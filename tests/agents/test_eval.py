@@ -73,6 +73,14 @@ def test_oracle_evaluation_writes_every_trajectory(tmp_path, capsys):
     assert "100.0%" in capsys.readouterr().out
 
 
+def test_the_env_is_told_the_evaluations_turn_limit(tmp_path):
+    # configs/env/sokoban.yaml says 5 turns of 5 moves; max_turns=2 plays 2: the board must count 2 x 5 moves.
+    out = tmp_path / "eval.jsonl"
+    assert main(["env=sokoban", "agent=oracle", "episodes=1", "max_turns=2", f"out={out}", "progress=false"]) == 0
+    (trajectory,) = read_trajectories(out)
+    assert "Moves left: 10" in trajectory.messages[1]["content"]
+
+
 def test_random_agent_on_frozenlake_with_env_options(tmp_path, capsys):
     out = tmp_path / "r.jsonl"
     args = ["env=frozenlake", "agent=random", "episodes=5", "env.size=5", f"out={out}", "progress=false"]
