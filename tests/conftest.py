@@ -1,4 +1,5 @@
-"""Test-session set-up: install the example plugin package for real, before collection.
+"""Test-session set-up: install the example plugin package for real, before collection; the code environment's
+default sandbox, made ready on demand (``code_sandbox_ready``).
 
 The plugin (tests/plugins/turngym_example_plugin) is pip-installed into a temporary directory that
 goes onto ``sys.path`` and ``PYTHONPATH``, so that this process, fresh subprocesses and Ray workers
@@ -17,6 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.bubblewrap import bubblewrap_works
+from sandbox.docker_backend import docker_daemon_answers
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_SOURCE = REPO_ROOT / "tests" / "plugins" / "turngym_example_plugin"
 
@@ -42,3 +47,22 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _plugin_dir:
         shutil.rmtree(_plugin_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def code_sandbox_ready() -> None:
+    """The code environment's default sandbox (``"auto"``: Docker when a daemon answers, else bubblewrap),
+    ready: the Docker image is built (a no-op when it is up to date). With neither backend usable, the test
+    skips locally with the fix and fails under CI (``CI=true``), as the sandbox tests do. Any test that
+    builds a code environment with its defaults takes it, whatever order the tests run in."""
+    if docker_daemon_answers():
+        from sandbox.image import build_image
+
+        build_image()
+        return
+    if bubblewrap_works():
+        return
+    fix = "start Docker (`dockerd --bridge=none --iptables=false &`, root) or `apt-get install -y bubblewrap`"
+    if IN_CI:
+        pytest.fail(f"no sandbox backend for the code environment in CI: {fix}")
+    pytest.skip(f"no sandbox backend for the code environment: {fix}")

@@ -25,7 +25,9 @@ def test_every_yaml_under_configs_parses():
 
 
 @pytest.mark.parametrize("name", ENV_CONFIGS)
-def test_play_composes_with_each_env_config_and_its_options_build_the_env(name):
+def test_play_composes_with_each_env_config_and_its_options_build_the_env(name, request):
+    if name == "code":  # its default sandbox is Docker where a daemon answers: the image must exist
+        request.getfixturevalue("code_sandbox_ready")
     play = to_play_config(compose_play_config([f"env={name}"]))
     assert play.agent == "human" and play.seed is None and play.out is None
     options = env_options(play)
