@@ -30,6 +30,7 @@ from trainer.algos import (
     logprob_mismatch,
     masked_mean,
     place_turn_rewards,
+    success_signal,
     truncated_is_weights,
 )
 from trainer.batch import TrainBatch, reward_positions
@@ -126,6 +127,10 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     metrics["advantage/mean"] = float(masked_mean(batch.advantages, mask))
     metrics["advantage/abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     metrics.update({f"groups/{k}": float(v) for k, v in group_statistics(scores, group_index).items()})
+    success = torch.tensor([bool(t.success) for t in trajectories])
+    signal = success_signal(success, group_index, (batch.advantages.abs() * mask).sum(dim=1))
+    metrics["groups/mixed_success_group_fraction"] = signal["mixed_success_group_fraction"]
+    metrics["advantage/share_without_success"] = signal["advantage_share_without_success"]
     if batch.returns is not None:
         metrics["critic/return_mean"] = float(masked_mean(batch.returns, mask))
         metrics["critic/value_mean"] = float(masked_mean(batch.values, mask))

@@ -165,6 +165,9 @@ def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
     # 0.136 0.158 0.183 0.231 0.255 0.316 0.512 0.764 1.102 1.727 (of 2.0): first two 0.15, last two 1.41.
     assert last > first + 0.8, [round(r["reward/mean"], 3) for r in records]
     assert records[-1]["actor/entropy"] < records[0]["actor/entropy"]
+    for record in records:  # where the signal came from: success, or the shaping rewards alone
+        assert 0 <= record["groups/mixed_success_group_fraction"] <= 1
+        assert 0 <= record["advantage/share_without_success"] <= 1
 
 
 def test_off_policy_mode_trains_on_one_step_old_rollouts(tmp_path):

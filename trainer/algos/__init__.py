@@ -14,6 +14,7 @@ from trainer.algos.advantages import (
     reinforce_pp_advantages,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    success_signal,
 )
 from trainer.algos.filtering import select_groups_by_std
 from trainer.algos.losses import (
@@ -63,6 +64,7 @@ __all__ = [
     "rloo_advantages",
     "select_groups_by_std",
     "sft_loss",
+    "success_signal",
     "token_logprobs",
     "truncated_is_weights",
     "value_loss",

@@ -41,6 +41,7 @@ __all__ = [
     "reinforce_pp_advantages",
     "reinforce_pp_baseline_advantages",
     "rloo_advantages",
+    "success_signal",
 ]
 
 
@@ -180,6 +181,30 @@ def group_statistics(scores: Tensor, group_index: Tensor) -> dict[str, float]:
         "singleton_group_fraction": float((~multi).double().mean()),
         "degenerate_group_fraction": float(((~multi) | group["all_equal"]).double().mean()),
         "mean_group_std": float(std[multi].mean()) if bool(multi.any()) else 0.0,
+    }
+
+
+def success_signal(success: Tensor, group_index: Tensor, advantage_mass: Tensor) -> dict[str, float]:
+    """Where the learning signal comes from: success, or only the shaping rewards. For logging.
+
+    ``success`` ``[B]`` (bool), ``group_index`` ``[B]``, ``advantage_mass`` ``[B]`` (each row's summed
+    ``|advantage|`` over its sampled tokens). ``mixed_success_group_fraction``: among groups of two or
+    more, the fraction where some members succeeded and some did not (only those groups say "succeed");
+    ``advantage_share_without_success``: the share of the batch's advantage mass in groups where no member
+    succeeded, whose advantages come from shaping alone (a move cost, say). Under GRPO's std
+    normalisation such a group's small reward differences become full-size advantages: a share near 1
+    means the update teaches the shaping, not the task.
+    """
+    inverse, group = _group_moments(success.to(torch.float64), group_index)
+    any_success, all_success = group["total"] > 0, group["total"] == group["count"]
+    multi = group["count"] >= 2
+    mixed = multi & any_success & ~all_success
+    mass = advantage_mass.detach().to(torch.float64)
+    total = float(mass.sum())
+    without = float(mass[~any_success[inverse]].sum())
+    return {
+        "mixed_success_group_fraction": float(mixed[multi].double().mean()) if bool(multi.any()) else 0.0,
+        "advantage_share_without_success": without / total if total > 0 else 0.0,
     }
 
 

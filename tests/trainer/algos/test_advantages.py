@@ -14,6 +14,7 @@ from trainer.algos import (
     place_turn_rewards,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    success_signal,
 )
 
 # Groups (ids need not be contiguous): 7 = {1, 0, 1, 0.5}, 2 = {2} (singleton), 5 = {0.1, 0.1, 0.1}
@@ -78,6 +79,18 @@ def test_group_statistics():
     # groups of two or more: 7, 5 (std 0) and 9
     assert stats["mean_group_std"] == pytest.approx((STD_7 + 0.0 + STD_9) / 3)
     assert all(isinstance(v, float) for v in stats.values())
+
+
+def test_success_signal_by_hand():
+    # groups: 7 = {success, fail, fail} (mixed), 2 = {success} (singleton), 5 = {fail, fail}, 9 = {success, success}
+    success = torch.tensor([True, False, False, True, False, False, True, True])
+    groups = torch.tensor([7, 7, 7, 2, 5, 5, 9, 9])
+    mass = torch.tensor([2.0, 1.0, 1.0, 0.0, 3.0, 3.0, 0.0, 0.0])
+    signal = success_signal(success, groups, mass)
+    assert signal["mixed_success_group_fraction"] == pytest.approx(1 / 3)  # 7 of {7, 5, 9}
+    assert signal["advantage_share_without_success"] == pytest.approx(6 / 10)  # group 5's 3 + 3 of 10
+    nothing = success_signal(torch.tensor([False, False]), torch.tensor([0, 0]), torch.zeros(2))
+    assert nothing == {"mixed_success_group_fraction": 0.0, "advantage_share_without_success": 0.0}
 
 
 def test_place_turn_rewards_adds_at_shared_positions():
