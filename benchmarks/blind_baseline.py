@@ -24,6 +24,7 @@ import json
 import math
 import random
 import time
+from collections.abc import Iterable, Iterator
 
 import envs
 from agents.config import env_options
@@ -35,9 +36,10 @@ def answers(moves: list[str], max_moves: int) -> list[str]:
     return [" || ".join(seq) for n in range(1, max_moves + 1) for seq in itertools.product(moves, repeat=n)]
 
 
-def solves(env, answer: str, turns: int) -> bool:
-    """Whether giving ``answer`` every turn, from ``env``'s current state, solves the episode."""
-    for _ in range(turns):
+def solves(env, turn_answers: Iterable[str]) -> bool:
+    """Whether giving ``turn_answers``, one a turn (drawn lazily), to a copy of ``env`` solves the episode."""
+    env = copy.deepcopy(env)
+    for answer in turn_answers:
         _, _, terminated, truncated, info = env.step(answer)
         if terminated or truncated:
             return bool(info["success"])
@@ -46,7 +48,7 @@ def solves(env, answer: str, turns: int) -> bool:
 
 def success_counts(started: list, candidates: list[str], turns: int) -> list[int]:
     """For each answer, on how many of the ``started`` environments (just reset) it succeeds."""
-    return [sum(solves(copy.deepcopy(env), answer, turns) for env in started) for answer in candidates]
+    return [sum(solves(env, itertools.repeat(answer, turns)) for env in started) for answer in candidates]
 
 
 def started_envs(env_id: str, options: dict, seeds: range) -> list:
@@ -60,16 +62,13 @@ def started_envs(env_id: str, options: dict, seeds: range) -> list:
 
 def random_success(started: list, moves: list[str], max_moves: int, turns: int, seed: int, repeats: int) -> float:
     """Success of a policy that answers 1 to ``max_moves`` uniformly random moves every turn."""
-    rng, wins = random.Random(seed), 0
-    for _ in range(repeats):
-        for env in started:
-            env = copy.deepcopy(env)
-            for _ in range(turns):
-                answer = " || ".join(rng.choice(moves) for _ in range(rng.randint(1, max_moves)))
-                _, _, terminated, truncated, info = env.step(answer)
-                if terminated or truncated:
-                    wins += bool(info["success"])
-                    break
+    rng = random.Random(seed)
+
+    def random_answers() -> Iterator[str]:
+        for _ in range(turns):
+            yield " || ".join(rng.choice(moves) for _ in range(rng.randint(1, max_moves)))
+
+    wins = sum(solves(env, random_answers()) for _ in range(repeats) for env in started)
     return wins / (repeats * len(started))
 
 
