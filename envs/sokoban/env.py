@@ -32,7 +32,7 @@ from envs.core import StepOutcome, TextEnv
 from envs.sokoban.generator import generate_level, min_floor_cells
 from envs.sokoban.room import ACTIONS, PUSHED, Board, Level
 from envs.sokoban.solver import Solution, solve
-from envs.sokoban.text import MoveReport, describe_turn, instructions, positions_line, status_line
+from envs.sokoban.text import MoveReport, describe_turn, instructions, positions_line, relative_lines, status_line
 from envs.sokoban.xsb import load_xsb, parse_xsb
 
 __all__ = ["BOARD_SEPARATORS", "LEVELS_DIR", "STEP_REWARD", "SokobanEnv"]
@@ -78,6 +78,9 @@ class SokobanEnv(TextEnv):
             per 6x6 board).
         positions: add a line with the (row, column) of the player, the boxes and the targets, counted
             from 0 at the top left, under the board.
+        relative: add lines in words under the board (:func:`~envs.sokoban.text.relative_lines`): what is
+            next to the player in each direction, and where each box is from the player and its target
+            from the box ("The box is 1 down and 2 left of you; the target is 1 left of the box.").
 
     Info keys besides the standard ones: ``boxes_on_target``, ``num_boxes``, ``steps`` (moves so far),
     ``pushes``, ``optimal_moves`` (of the start position; ``None`` if unsolvable or unknown) and
@@ -103,6 +106,7 @@ class SokobanEnv(TextEnv):
         render_mode: str | None = "ansi",
         board: str = "grid",
         positions: bool = False,
+        relative: bool = True,
     ) -> None:
         super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
         _check_positive(
@@ -120,6 +124,7 @@ class SokobanEnv(TextEnv):
             raise ValueError(f"board must be one of {sorted(BOARD_SEPARATORS)}, got {board!r}")
         self.board_format = board
         self.show_positions = bool(positions)
+        self.show_relative = bool(relative)
         self.levels = _load_level_file(level_file) if level_file is not None else None
         self.shape = _normalize_dim(dim)
         self.num_boxes = int(num_boxes)
@@ -210,10 +215,14 @@ class SokobanEnv(TextEnv):
         return self._require_board().render(color=color, separator=BOARD_SEPARATORS[self.board_format])
 
     def _board_text(self) -> str:
-        """The board as the observation shows it, with the positions line when asked for."""
-        if not self.show_positions:
-            return self.render_text()
-        return f"{self.render_text()}\n{positions_line(self._require_board())}"
+        """The board as the observation shows it, with the positions and relative lines when asked for."""
+        board = self._require_board()
+        lines = [self.render_text()]
+        if self.show_positions:
+            lines.append(positions_line(board))
+        if self.show_relative:
+            lines.append(relative_lines(board))
+        return "\n".join(lines)
 
     def oracle(self) -> list[str] | None:
         """An optimal solution (fewest moves, then fewest pushes) from the current position, packed

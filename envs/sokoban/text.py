@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from envs.actions import ParsedActions, WordActions
 from envs.sokoban.room import (
+    ACTIONS,
     BLOCKED,
     BOX,
     BOX_ON_TARGET,
@@ -19,7 +20,7 @@ from envs.sokoban.room import (
     Board,
 )
 
-__all__ = ["MoveReport", "describe_turn", "instructions", "positions_line", "status_line"]
+__all__ = ["MoveReport", "describe_turn", "instructions", "positions_line", "relative_lines", "status_line"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,56 @@ def positions_line(board: Board) -> str:
         return ", ".join(str(level.position(cell)) for cell in sorted(found))
 
     return f"You: {level.position(board.player)}. Boxes: {cells(board.boxes)}. Targets: {cells(level.targets)}."
+
+
+def relative_lines(board: Board) -> str:
+    """The position in words, relative to the player: what is next to the player in each direction, where
+    each box is from the player and where the nearest target is from that box (on a 6x6 board with one box:
+    "Next to you: Up wall, Down floor, Left box, Right floor." and "The box is 1 down and 2 left of you;
+    the target is 1 left of the box.").
+
+    With several boxes, each box names its nearest target that holds no box (ties: the one nearer the top
+    left). The grid asks a reader to find symbols by their column; these lines name the directions with the
+    action words, which is what a small model can copy from.
+    """
+    level = board.level
+    here = level.position(board.player)
+    around = ", ".join(f"{action} {_cell_name(board, board.player + level.offset(action))}" for action in ACTIONS)
+    lines = [f"Next to you: {around}."]
+    boxes = sorted(board.boxes)
+    for number, box in enumerate(boxes, start=1):
+        name = "The box" if len(boxes) == 1 else f"Box {number}"
+        where = level.position(box)
+        if box in level.targets:
+            target = "it is on a target"
+        else:
+            free = [t for t in sorted(level.targets) if t not in board.boxes] or sorted(level.targets)
+            nearest = min(free, key=lambda t: _distance(level.position(t), where))
+            words = _offset_words(where, level.position(nearest))
+            target = f"the target is {words} the box" if len(boxes) == 1 else f"its nearest free target is {words} it"
+        lines.append(f"{name} is {_offset_words(here, where)} you; {target}.")
+    return "\n".join(lines)
+
+
+def _cell_name(board: Board, cell: int) -> str:
+    level = board.level
+    if cell in level.walls:
+        return "wall"
+    if cell in board.boxes:
+        return "box on a target" if cell in level.targets else "box"
+    return "target" if cell in level.targets else "floor"
+
+
+def _distance(a: tuple[int, int], b: tuple[int, int]) -> int:
+    return abs(a[0] - b[0]) + abs(a[1] - b[1])
+
+
+def _offset_words(origin: tuple[int, int], point: tuple[int, int]) -> str:
+    """Where ``point`` lies from ``origin``: "2 up and 1 left of", "1 down of" (never the same cell)."""
+    rows, cols = point[0] - origin[0], point[1] - origin[1]
+    parts = [f"{abs(rows)} {'up' if rows < 0 else 'down'}"] if rows else []
+    parts += [f"{abs(cols)} {'left' if cols < 0 else 'right'}"] if cols else []
+    return " and ".join(parts) + " of"
 
 
 def status_line(boxes_on_target: int, num_boxes: int, moves_left: int | None) -> str:

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 import envs
 from envs.sokoban import ACTIONS, SokobanEnv, solve
 from envs.sokoban.env import LEVELS_DIR
+from envs.sokoban.text import relative_lines
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "env" / "sokoban.yaml"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -55,9 +56,12 @@ def test_registry_make_uses_the_defaults():
 
 
 def test_config_lists_every_option_with_its_default():
+    """Every option is in the config with SokobanEnv's default, but for the one the file documents as
+    chosen for the default run: levels solvable in 3 moves."""
     config = yaml.safe_load(CONFIG.read_text())
     assert config.pop("id") == "sokoban"
     defaults = {name: p.default for name, p in inspect.signature(SokobanEnv).parameters.items()}
+    assert config.pop("max_moves") == 3 and defaults.pop("max_moves") is None
     assert config == defaults
     SokobanEnv(**config).reset(seed=0)
 
@@ -122,14 +126,14 @@ LEVEL = "#######\n#@ $ .#\n##    #\n#######"
 
 
 def test_board_formats_cells_grid_and_positions():
-    cells = SokobanEnv(max_turns=3, board="cells")
+    cells = SokobanEnv(max_turns=3, board="cells", relative=False)
     observation = cells.reset(seed=0, options={"level": LEVEL})[0]
     assert observation.startswith("# # # # # # #\n# P _ X _ O #\n# # _ _ _ _ #\n# # # # # # #\nBoxes on targets")
-    grid = SokobanEnv(max_turns=3)
+    grid = SokobanEnv(max_turns=3, relative=False)
     assert grid.reset(seed=0, options={"level": LEVEL})[0].startswith("#######\n#P_X_O#\n##____#\n#######\n")
     assert "Positions are" not in cells.instructions and "You:" not in observation
 
-    located = SokobanEnv(max_turns=3, board="cells", positions=True)
+    located = SokobanEnv(max_turns=3, board="cells", positions=True, relative=False)
     observation = located.reset(seed=0, options={"level": LEVEL})[0]
     assert "\nYou: (1, 1). Boxes: (1, 3). Targets: (1, 5).\nBoxes on targets: 0/1." in observation
     assert "Positions are (row, column), counted from 0 at the top left." in located.instructions
@@ -137,6 +141,70 @@ def test_board_formats_cells_grid_and_positions():
     assert "\n# # _ P _ _ #\n# # # # # # #\nYou: (2, 3). Boxes: (1, 4). Targets: (1, 5).\n" in after
     with pytest.raises(ValueError, match="board must be one of"):
         SokobanEnv(board="ascii")
+
+
+def test_relative_lines_name_directions_from_the_player_by_hand():
+    level = "#######\n#@ $ .#\n##    #\n#######"
+    env = SokobanEnv(max_turns=3, relative=True)
+    observation = env.reset(seed=0, options={"level": level})[0]
+    assert observation.startswith(
+        "#######\n#P_X_O#\n##____#\n#######\n"
+        "Next to you: Up wall, Down wall, Left wall, Right floor.\n"
+        "The box is 2 right of you; the target is 2 right of the box.\nBoxes on targets: 0/1."
+    )
+    after = env.step("Right || Down || Right || Up")[0]  # under the box; Up is blocked (a wall behind it)
+    assert "Next to you: Up box, Down wall, Left floor, Right floor.\nThe box is 1 up of you;" in after
+    after = env.step("Left || Up || Right")[0]  # behind the box, one push
+    assert "Next to you: Up wall, Down floor, Left floor, Right box.\n" in after
+    assert "The box is 1 right of you; the target is 1 right of the box." in after
+    assert "Positions are" not in env.instructions
+
+
+def test_relative_lines_with_several_boxes_point_each_box_to_its_nearest_free_target():
+    level = "#######\n#@$. #\n#  $.#\n#  * #\n#######"
+    env = SokobanEnv(max_turns=3, relative=True)
+    observation = env.reset(seed=0, options={"level": level})[0]
+    assert "Next to you: Up wall, Down floor, Left wall, Right box.\n" in observation
+    assert "Box 1 is 1 right of you; its nearest free target is 1 right of it." in observation
+    # two free targets one cell away: the tie goes to the one nearer the top left
+    assert "Box 2 is 1 down and 2 right of you; its nearest free target is 1 up of it." in observation
+    assert "Box 3 is 2 down and 2 right of you; it is on a target." in observation
+    both = SokobanEnv(max_turns=3, relative=True, positions=True, board="cells")
+    observation = both.reset(seed=0, options={"level": level})[0]
+    assert (
+        "\nYou: (1, 1). Boxes: (1, 2), (2, 3), (3, 3). Targets: (1, 3), (2, 4), (3, 3).\nNext to you:" in observation
+    )
+
+
+@given(seed=st.integers(0, 10_000), moves=st.lists(st.sampled_from(ACTIONS), max_size=12))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_relative_lines_agree_with_the_board(seed, moves):
+    """Property: walking by the words lands where the words say: the cell named next to the player in a
+    direction is what the board holds there, and "the box is a down and b right of you" is the box's cell."""
+    env = SokobanEnv(max_turns=None, relative=True, max_steps=1000)
+    observation = env.reset(seed=seed)[0]
+    for move in moves:
+        if env.episode_over:
+            break
+        observation = env.step(move)[0]
+    board, level = env.board, env.board.level
+    lines = relative_lines(board).split("\n")
+    assert "\n".join(lines) in observation
+    names = dict(part.split(" ", 1) for part in lines[0].removeprefix("Next to you: ").removesuffix(".").split(", "))
+    for action, name in names.items():
+        cell = board.player + level.offset(action)
+        if cell in board.boxes:
+            assert name == ("box on a target" if cell in level.targets else "box")
+        else:
+            assert name == ("wall" if cell in level.walls else "target" if cell in level.targets else "floor")
+    (box,) = board.boxes
+    match = re.match(r"The box is (.*) of you; ", lines[1])
+    assert match is not None
+    row, col = level.position(board.player)
+    for amount, word in re.findall(r"(\d+) (up|down|left|right)", match.group(1)):
+        step = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}[word]
+        row, col = row + step[0] * int(amount), col + step[1] * int(amount)
+    assert (row, col) == level.position(box)
 
 
 def test_cells_board_is_one_token_per_cell_with_a_bpe_tokenizer():
