@@ -1,7 +1,7 @@
 """The success rate a policy reaches without reading the board: the best fixed answer, chosen honestly.
 
     python benchmarks/blind_baseline.py                                  # the default run's Sokoban, 3 turns
-    python benchmarks/blind_baseline.py -- env.max_moves=3               # the same overrides as trainer.run
+    python benchmarks/blind_baseline.py -- env.max_moves=null            # the same overrides as trainer.run
 
 A board-blind policy gives the same answer every turn ("Left || Up", say), whatever the board shows.
 This script plays every such answer of 1 to ``--max-moves`` moves (1,364 answers for Sokoban's four moves
