@@ -23,6 +23,18 @@ from envs.sokoban.room import (
 __all__ = ["MoveReport", "describe_turn", "instructions", "positions_line", "relative_lines", "status_line"]
 
 
+#: What each board symbol is called, in the legend of the instructions and in the relative lines.
+_NAMES = {
+    WALL: "wall",
+    FLOOR: "floor",
+    TARGET: "target",
+    BOX: "box",
+    BOX_ON_TARGET: "box on a target",
+    PLAYER: "you",
+    PLAYER_ON_TARGET: "you on a target",
+}
+
+
 @dataclass(frozen=True)
 class MoveReport:
     """One executed move: the action word, what it did (a :mod:`envs.sokoban.room` code) and the change in
@@ -39,18 +51,7 @@ def instructions(word_actions: WordActions, format_penalty: float, *, positions:
     Compact on purpose: it opens every episode, so each token of it is paid for at every rollout,
     scoring pass and update (about 110 tokens with SmolLM2's tokenizer).
     """
-    legend = ", ".join(
-        f"{symbol} {name}"
-        for symbol, name in (
-            (WALL, "wall"),
-            (FLOOR, "floor"),
-            (TARGET, "target"),
-            (BOX, "box"),
-            (BOX_ON_TARGET, "box on a target"),
-            (PLAYER, "you"),
-            (PLAYER_ON_TARGET, "you on a target"),
-        )
-    )
+    legend = ", ".join(f"{symbol} {name}" for symbol, name in _NAMES.items())
     lines = [
         "You are playing Sokoban: push every box onto a target.",
         f"Symbols: {legend}.",
@@ -115,7 +116,7 @@ def relative_lines(board: Board) -> str:
         if box in level.targets:
             target = "it is on a target"
         else:
-            free = [t for t in sorted(level.targets) if t not in board.boxes] or sorted(level.targets)
+            free = [t for t in sorted(level.targets) if t not in board.boxes]  # never empty: this box is off one
             nearest = min(free, key=lambda t: _distance(level.position(t), where))
             words = _offset_words(where, level.position(nearest))
             target = f"the target is {words} the box" if len(boxes) == 1 else f"its nearest free target is {words} it"
@@ -124,12 +125,11 @@ def relative_lines(board: Board) -> str:
 
 
 def _cell_name(board: Board, cell: int) -> str:
+    """The legend's name of a cell next to the player (never the player's own cell)."""
     level = board.level
-    if cell in level.walls:
-        return "wall"
     if cell in board.boxes:
-        return "box on a target" if cell in level.targets else "box"
-    return "target" if cell in level.targets else "floor"
+        return _NAMES[BOX_ON_TARGET if cell in level.targets else BOX]
+    return _NAMES[WALL if cell in level.walls else TARGET if cell in level.targets else FLOOR]
 
 
 def _distance(a: tuple[int, int], b: tuple[int, int]) -> int:
