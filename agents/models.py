@@ -225,3 +225,15 @@ def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | to
     hf_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(resolve_model(name), dtype=dtype)
     return model.to(device).eval()
+
+
+def cache_keyword(model: torch.nn.Module) -> str:
+    """The keyword under which ``model``'s forward takes a KV cache: ``cache`` (transformers 5.24 on)
+    or ``past_key_values`` (earlier releases). ``model`` may be wrapped (peft, a value head): the
+    innermost Hugging Face model's ``forward`` decides."""
+    import inspect
+
+    inner = model
+    while hasattr(inner, "get_base_model") or hasattr(inner, "backbone"):
+        inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner.backbone
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"

@@ -146,6 +146,7 @@ def main() -> None:
         "rollout_s_mean": statistics.fmean(r["time/rollout_s"] for r in steps),
         "score_s_mean": statistics.fmean(r.get("time/score_s", 0.0) for r in steps),
         "train_s_mean": statistics.fmean(r["time/train_s"] for r in steps),
+        "update_s_mean": statistics.fmean(r.get("time/update_s", 0.0) for r in steps),
         "train_tokens_mean": statistics.fmean(r.get("train/tokens", 0.0) for r in steps),
         "peak_pss_gib": memory.peak_pss / 2**30,
         "peak_rss_gib": memory.peak_rss / 2**30,

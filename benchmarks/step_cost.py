@@ -7,9 +7,11 @@ Both configurations play the same seeds with the same sampling seeds from the sa
 warm-up, no evaluation), so their first rollouts are the same tokens:
 
 * ``previous``: every weight trained (``model.lora_rank=0``, lr 1e-6 / 1e-5), a separate reference
-  model, old logprobs recomputed by the actor (``algo.reuse_rollout_logprobs=false``);
+  model, old logprobs recomputed by the actor (``algo.reuse_rollout_logprobs=false``), every row's
+  prompt computed in full (``trainer.share_prefix=false``);
 * ``default``: the current defaults (LoRA rank 32, the reference as the actor with its adapters off,
-  the engine's logprobs reused after a check on 2 rows, LoRA checkpoints).
+  the engine's logprobs reused after a check on 2 rows, LoRA checkpoints, the rows of a micro-batch
+  packed behind their common system prompt and instructions).
 
 Figures per configuration: mean seconds per step (and its rollout / scoring / training parts, the
 first step left out when there are more), seconds per 1,000 trained tokens (every token of the
@@ -38,6 +40,7 @@ CONFIGURATIONS = {
         "model.lr=1e-6",
         "model.critic_lr=1e-5",
         "algo.reuse_rollout_logprobs=false",
+        "trainer.share_prefix=false",
     ],
     "default": [],
 }
@@ -66,6 +69,8 @@ def measure(name: str, extra: list[str], steps: int, root: Path) -> dict[str, fl
         "rollout_s": statistics.fmean(r["time/rollout_s"] for r in later),
         "score_s": statistics.fmean(r.get("time/score_s", 0.0) for r in later),
         "train_s": statistics.fmean(r["time/train_s"] for r in later),
+        "update_s": statistics.fmean(r.get("time/update_s", 0.0) for r in later),
+        "sync_s": statistics.fmean(r.get("time/sync_s", 0.0) for r in later),
         "s_per_1k_trained_tokens": 1000 * step_s / trained if trained else float("nan"),
         "s_per_1k_sampled_tokens": 1000 * step_s / sampled if sampled else float("nan"),
         "peak_pss_gib": memory.peak_pss / 2**30,

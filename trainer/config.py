@@ -171,6 +171,7 @@ class TrainerOptions:
     groups_per_step: int = 8  # seeds per step; episodes per step = groups_per_step * algo.group_size
     seed: int = 0
     micro_batch_size: int = 4  # rows per forward/backward on one rank
+    share_prefix: bool = True  # a micro-batch's common leading tokens run once (rows packed behind them)
     n_gpus: int = 0  # 0: learner on CPU (gloo); N: N GPU ranks (NCCL)
     cpu_ranks: int = 1  # learner ranks when n_gpus is 0
     learner_cpus: float = 1.0  # Ray CPU share per learner rank

@@ -88,6 +88,7 @@ class WorkerSpec:
     device: str = "cpu"
     mixed_precision: bool = False  # bf16 compute, fp32 master weights and gradient reduction
     gradient_checkpointing: bool = False
+    share_prefix: bool = True  # the rows' common leading tokens run once per micro-batch
     num_threads: int | None = None
     seed: int = 0
 

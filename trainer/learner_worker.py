@@ -14,6 +14,11 @@ mini-batch (sampled tokens and sequences of all ranks, from the driver, ``traine
 so the sum of the micro-batch losses over all ranks is the mini-batch's loss whatever the micro-batch
 size and the number of ranks. FSDP averages gradients over ranks; the loss is multiplied by the world
 size so that the reduced gradient is that sum's gradient.
+
+Packed rows. A micro-batch whose rows start with the same tokens (every episode's system prompt and
+instructions) runs as one sequence with that prefix once (:func:`pack_rows`, ``WorkerSpec.share_prefix``):
+one forward call per micro-batch either way, so FSDP's hooks and collectives are unchanged, and the
+outputs and gradients are the unpacked ones up to float rounding.
 """
 
 from __future__ import annotations
@@ -22,13 +27,14 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from agents.memory import return_free_memory
 from trainer.algos import (
     Aggregation,
     aggregate,
@@ -140,12 +146,44 @@ class ModelWorker:
         """How many trailing positions' outputs are needed: from the first prompt's last token on."""
         return int(mb.input_ids.shape[1] - mb.prompt_lengths.min().item() + 1)
 
+    def _forward(self, mb: TrainBatch, keep: int) -> Tensor:
+        """The model's outputs at the last ``keep`` columns of a micro-batch: logits ``[b, keep, V]`` (actor,
+        reference) or values ``[b, keep]`` (critic).
+
+        When the rows start with the same tokens (the system prompt, the instructions), the micro-batch runs
+        packed into one sequence: that prefix once, then each row's remaining real tokens, each attending to
+        the prefix and to itself (a block mask, positions restarting after the prefix), padding dropped.
+        Every output is the unpacked forward's (the same sums in another order, so equal to float rounding),
+        and so is every gradient: the prefix's keys and values serve every row, so weights below them
+        receive the gradient of every row. Columns past a row's end hold the output of another real
+        position; callers zero them (``_response_region``).
+        """
+        input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
+        critic = self.spec.role == "critic"
+        prefix = shared_prefix_length(mb) if self.spec.share_prefix else 0
+        if prefix < MIN_SHARED_PREFIX:
+            if critic:
+                return self.model(input_ids, attention, keep=keep)
+            return self.model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits
+        packed = pack_rows(mb, prefix, keep)
+        mask = packed.mask.to(self.device, self._mask_dtype())
+        ids, positions, wanted = (t.to(self.device) for t in (packed.input_ids, packed.positions, packed.wanted))
+        if critic:
+            outputs = self.model(ids, mask, keep=wanted, position_ids=positions)[0]
+        else:
+            outputs = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=wanted)
+            outputs = outputs.logits[0]
+        return outputs[packed.gather.to(self.device)]
+
+    def _mask_dtype(self) -> torch.dtype:
+        return next(p for p in self.model.parameters() if p.is_floating_point()).dtype
+
     def _policy_outputs(self, mb: TrainBatch, temperature: float, with_entropy: str) -> tuple[Tensor, Tensor | None]:
         """Logprobs ``[b, L]`` of each token, 0 outside each row's response; with ``with_entropy`` ``"grad"`` or
         ``"log"`` also the entropy of each position's distribution (``"log"``: without a gradient)."""
-        input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
+        input_ids = mb.input_ids.to(self.device)
         keep = self._keep(mb)
-        logits = self.model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits
+        logits = self._forward(mb, keep)
         logits = logits[:, :-1].float() / temperature  # position i predicts token i + 1
         targets = input_ids[:, -keep + 1 :] if keep > 1 else input_ids[:, :0]
         region = _response_region(mb).to(self.device)
@@ -159,7 +197,7 @@ class ModelWorker:
 
     def _values(self, mb: TrainBatch) -> Tensor:
         keep = self._keep(mb)
-        values = self.model(mb.input_ids.to(self.device), mb.attention_mask.to(self.device), keep=keep)
+        values = self._forward(mb, keep)
         return _left_pad(values[:, :-1], mb.input_ids.shape[1]) * _response_region(mb).to(self.device)
 
     @torch.no_grad()
@@ -178,11 +216,13 @@ class ModelWorker:
                 self._policy_outputs(mb, temperature, "none")[0].cpu()
                 for mb in self._micro_batches(batch, micro_batch_size)
             ]
+        return_free_memory()
         return _stack_padded(outputs, batch.input_ids.shape[1])
 
     @torch.no_grad()
     def compute_values(self, batch: TrainBatch, micro_batch_size: int) -> Tensor:
         outputs = [self._values(mb).cpu() for mb in self._micro_batches(batch, micro_batch_size)]
+        return_free_memory()
         return _stack_padded(outputs, batch.input_ids.shape[1])
 
     # ------------------------------------------------------------------------------------------ updates
@@ -255,6 +295,7 @@ class ModelWorker:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.optimizer_steps += 1
+        return_free_memory()  # the roles take turns: an idle rank holds its weights, not its last peak
         return stats
 
     # ------------------------------------------------------------------------------------------ weights
@@ -341,6 +382,71 @@ class ModelWorker:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+# Rows with fewer common leading tokens run unpacked: the saving would not pay for the block mask's attention.
+MIN_SHARED_PREFIX = 16
+
+
+@dataclass(frozen=True)
+class PackedRows:
+    """A micro-batch as one sequence (:func:`pack_rows`): ``input_ids`` and ``positions`` ``[1, T]``, the
+    additive block mask ``[1, 1, T, T]``, ``wanted`` the packed positions whose outputs are read, and
+    ``gather`` ``[b, keep]`` the index into those outputs of each row's last ``keep`` columns."""
+
+    input_ids: Tensor
+    positions: Tensor
+    mask: Tensor
+    wanted: Tensor
+    gather: Tensor
+
+
+def pack_rows(mb: TrainBatch, prefix: int, keep: int) -> PackedRows:
+    """Pack ``mb``'s rows behind their common first ``prefix`` tokens (layout: :class:`PackedRows`).
+
+    Row ``r``'s column ``c >= prefix`` sits at packed position ``start_r + c - prefix``; a column past the
+    row's last real token reads the row's last real position instead (its output is never used).
+    """
+    lengths = mb.attention_mask.sum(dim=1).tolist()
+    pieces, positions, segment = (
+        [mb.input_ids[0, :prefix]],
+        [torch.arange(prefix)],
+        [torch.zeros(prefix, dtype=torch.long)],
+    )
+    starts = []
+    total = prefix
+    for row, length in enumerate(lengths):
+        starts.append(total)
+        pieces.append(mb.input_ids[row, prefix:length])
+        positions.append(torch.arange(prefix, length))
+        segment.append(torch.full((length - prefix,), row + 1, dtype=torch.long))
+        total += length - prefix
+    seg = torch.cat(segment)
+    causal = torch.ones(total, total, dtype=torch.bool).tril()
+    visible = causal & ((seg[:, None] == seg[None, :]) | (seg[None, :] == 0))
+    mask = torch.zeros(total, total).masked_fill_(~visible, torch.finfo(torch.float32).min)
+    first = mb.input_ids.shape[1] - keep
+    columns = torch.arange(first, mb.input_ids.shape[1])
+    rows = [
+        torch.tensor(start) + torch.clamp(columns, max=length - 1) - prefix
+        for start, length in zip(starts, lengths, strict=True)
+    ]
+    packed_index = torch.stack(rows)  # [b, keep] packed positions
+    wanted, gather = torch.unique(packed_index, return_inverse=True)
+    return PackedRows(torch.cat(pieces)[None], torch.cat(positions)[None], mask[None, None], wanted, gather)
+
+
+def shared_prefix_length(mb: TrainBatch) -> int:
+    """How many leading tokens every row of ``mb`` has in common, up to the shortest prompt's last token
+    (excluded: outputs are read from there on); 0 for a single row."""
+    if len(mb) < 2:
+        return 0
+    limit = int(mb.prompt_lengths.min().item()) - 1
+    if limit <= 0:
+        return 0
+    ids = mb.input_ids[:, :limit]
+    differs = (ids != ids[:1]).any(dim=0).nonzero()
+    return int(differs[0].item()) if len(differs) else limit
+
+
 def _response_region(mb: TrainBatch) -> Tensor:
     """``[b, L]`` 1 from each row's first response token to its last real token: outputs elsewhere are set to 0,
     so a row's answer does not depend on the other rows of its micro-batch."""

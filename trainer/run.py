@@ -159,11 +159,15 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
             metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
             metrics.update(estimate_advantages(batch, trajectories, config.algo))
             generator = torch.Generator().manual_seed(config.trainer.seed * 1_000_003 + step)
+            update_started = time.perf_counter()
             metrics.update(await update(batch, c.learner, config, generator))
+            metrics["time/update_s"] = time.perf_counter() - update_started
             if overlapping:  # weights change only between rollouts: every trajectory has one version
                 pending = await _settled(pending)
             version += 1
+            sync_started = time.perf_counter()
             await sync_engine(c, version)
+            metrics["time/sync_s"] = time.perf_counter() - sync_started
             metrics["train/tokens"] = float(batch.attention_mask.sum())
         metrics["policy_version"] = float(version)
         if evaluation_due(config, step):  # the updated policy, before the next rollout shares the engine

@@ -224,7 +224,8 @@ def _logical_cpus(config: TrainConfig) -> int:
 
 
 def _roles(config: TrainConfig) -> str:
-    return ", ".join(["actor", *(["critic"] * config.algo.critic), *(["reference"] * config.algo.reference)])
+    reference = "reference = actor without its adapters" if config.model.lora_rank > 0 else "reference"
+    return ", ".join(["actor", *(["critic"] * config.algo.critic), *([reference] * config.algo.reference)])
 
 
 def _object_store_bytes(model_path: str) -> int:
@@ -323,6 +324,7 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
         "device": "cuda" if gpu else "cpu",
         "mixed_precision": gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         "num_threads": threads,
+        "share_prefix": config.trainer.share_prefix,
         "seed": config.trainer.seed,
     }
     lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha)

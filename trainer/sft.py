@@ -167,6 +167,7 @@ def _sft_worker_spec(config: TrainConfig, model_path: str, total_steps: int) -> 
         device="cuda" if gpu else "cpu",
         mixed_precision=gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
         gradient_checkpointing=config.model.gradient_checkpointing,
+        share_prefix=config.trainer.share_prefix,
         num_threads=config.trainer.threads or os.cpu_count() or 1,
         seed=config.trainer.seed,
     )

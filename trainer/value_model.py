@@ -13,6 +13,7 @@ Saved as ``save_pretrained(dir)``: the decoder in Hugging Face format plus ``val
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -49,10 +50,15 @@ class ValueModel(nn.Module):
             model.value_head.load_state_dict(load_file(str(head_file)))
         return model
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, keep: int | None = None) -> Tensor:
-        """Values ``[B, L]`` (or of the last ``keep`` positions, ``[B, keep]``)."""
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        if keep is not None:
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor, keep: int | Tensor | None = None, **backbone: Any
+    ) -> Tensor:
+        """Values ``[B, L]``; with ``keep`` an int, of the last ``keep`` positions (``[B, keep]``), a 1-D tensor,
+        of those positions. ``backbone``: more keywords for the decoder (``position_ids``)."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, **backbone).last_hidden_state
+        if isinstance(keep, Tensor):
+            hidden = hidden[:, keep]
+        elif keep is not None:
             hidden = hidden[:, -keep:]
         return self.value_head(hidden).squeeze(-1).to(torch.float32, copy=True)
 

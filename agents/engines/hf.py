@@ -52,6 +52,8 @@ import torch
 from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams, WeightSync
 from agents.engines.hf_kv import PrefixCache, RunningBatch, cache_from_prefix, sequence_kv
 from agents.engines.hf_sampling import sample_next_tokens
+from agents.memory import return_free_memory
+from agents.models import cache_keyword
 
 if TYPE_CHECKING:
     from agents.engines.registry import EngineSpec
@@ -122,6 +124,7 @@ class HfEngine:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.model = _load_model(model_or_path, device, dtype)
+        self._cache_keyword = cache_keyword(self.model)
         config = self.model.config
         model_limit = getattr(config, "max_position_embeddings", None) or 2**31
         self.max_context = min(max_context or model_limit, model_limit)
@@ -267,6 +270,8 @@ class HfEngine:
             return
         self.model.load_state_dict(state_dict, strict=False)
         self._prefix.clear()
+        del state_dict
+        return_free_memory()  # the cleared prefix cache and the received weights; the learner trains next
         with self._condition:
             self._updates.popleft()
             self._stats.policy_version = update.policy_version
@@ -290,7 +295,7 @@ class HfEngine:
         new_ids = torch.as_tensor(request.input_ids[cached:], device=self.device)[None]
         positions = torch.arange(cached, n, device=self.device)[None]
         logits = self.model(
-            input_ids=new_ids, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
+            input_ids=new_ids, position_ids=positions, use_cache=True, logits_to_keep=1, **{self._cache_keyword: cache}
         ).logits[:, -1]
         kv = sequence_kv(cache)
         self._prefix.insert(request.input_ids, kv)
@@ -317,8 +322,8 @@ class HfEngine:
             input_ids=input_ids,
             position_ids=positions,
             attention_mask=attention_mask.to(self.device),
-            past_key_values=cache,
             use_cache=True,
+            **{self._cache_keyword: cache},
         ).logits[:, -1]
         self._batch.advance()
         for request in requests:

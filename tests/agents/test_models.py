@@ -189,3 +189,28 @@ def test_smollm2_conversion_is_cached_and_answers_paris(cache: Path) -> None:
     assert torch.isfinite(logits).all()
     out = first.generate(ids, max_new_tokens=3, do_sample=False)
     assert tokenizer.decode(out[0, ids.shape[1] :]).strip().startswith("Paris")
+
+
+def test_cache_keyword_is_the_one_the_model_reads_through_its_wrappers(cache: Path) -> None:
+    """A KV cache passed under ``cache_keyword`` continues the sequence: the second half's logits equal
+    the full forward's. Under a name the model ignored, the second half would start from position 0."""
+    import peft
+
+    from trainer.value_model import ValueModel
+
+    model = load_model("tiny")
+    keyword = models.cache_keyword(model)
+    assert keyword in ("cache", "past_key_values")
+    wrapped = peft.get_peft_model(load_model("tiny"), peft.LoraConfig(r=2, target_modules="all-linear"))
+    assert models.cache_keyword(wrapped) == keyword
+    assert models.cache_keyword(ValueModel(load_model("tiny").model)) == keyword
+
+    from transformers import DynamicCache
+
+    ids = torch.randint(5, 2000, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = model(ids).logits
+        kv = DynamicCache()
+        model(ids[:, :7], use_cache=True, **{keyword: kv})
+        rest = model(ids[:, 7:], use_cache=True, **{keyword: kv}).logits
+    torch.testing.assert_close(rest, full[:, 7:], atol=1e-5, rtol=0)

@@ -13,6 +13,9 @@ compared too.
 The batch has five rows (two ranks get 3 + 3 with one padding row), multi-turn masks with observation
 gaps, different prompt and total lengths, old logprobs perturbed so some ratios are clipped, importance
 weights, a reference policy with a KL term, and an entropy bonus: every term of the loss is live.
+Every row starts with the same 20 tokens (a system prompt), so a micro-batch of several rows runs
+packed behind them (``trainer.learner_worker.pack_rows``) and a micro-batch of one row does not: the
+agreement covers the packed forward and its gradients too.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from trainer.algos import LOSS_AGG_MODES, Aggregation
 from trainer.batch import TrainBatch
 from trainer.learner import WorkerGroup
 from trainer.learner_specs import OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_worker import shared_prefix_length
 from trainer.rollout import import_ray, init_ray
 
 pytestmark = pytest.mark.ray
@@ -35,18 +39,23 @@ OPTIMIZER = OptimizerSpec(lr=1.0, eps=1.0, weight_decay=0.0, grad_clip=1e9)
 LOSS = PolicyLossSpec(clip_low=0.2, clip_high=0.28, dual_clip=3.0, entropy_coef=0.01, kl_coef=0.1, kl_estimator="k3")
 
 
+SHARED = 20  # leading tokens every row has in common
+
+
 def make_batch() -> TrainBatch:
-    """Five trajectories: prompt lengths 6-9, two or three turns, right padding up to 26 columns."""
+    """Five trajectories: the same first 20 tokens, prompt lengths 26-29, two or three turns, right padding
+    up to 46 columns."""
     generator = torch.Generator().manual_seed(0)
     rows = [  # (prompt length, [(sampled, gap), ...])
-        (6, [(4, 3), (5, 0)]),
-        (8, [(3, 2), (2, 2), (4, 0)]),
-        (7, [(6, 0)]),
-        (9, [(2, 4), (3, 0)]),
-        (6, [(5, 3), (4, 3), (3, 0)]),
+        (SHARED + 6, [(4, 3), (5, 0)]),
+        (SHARED + 8, [(3, 2), (2, 2), (4, 0)]),
+        (SHARED + 7, [(6, 0)]),
+        (SHARED + 9, [(2, 4), (3, 0)]),
+        (SHARED + 6, [(5, 3), (4, 3), (3, 0)]),
     ]
     length = max(p + sum(s + g for s, g in turns) for p, turns in rows)
     input_ids = torch.randint(5, 250, (len(rows), length), generator=generator)
+    input_ids[:, :SHARED] = input_ids[0, :SHARED]
     attention = torch.zeros(len(rows), length, dtype=torch.long)
     mask = torch.zeros(len(rows), length)
     for b, (prompt, turns) in enumerate(rows):
@@ -93,12 +102,13 @@ def initial(groups, tmp_path_factory):
 
 def test_sharded_logprobs_match_one_rank(groups, initial):
     _, batch = initial
+    assert shared_prefix_length(batch) == SHARED  # the micro-batches of several rows run packed
     one = asyncio.run(groups["one"].compute_logprobs(batch, 0.7, 2))
     two = asyncio.run(groups["two"].compute_logprobs(batch, 0.7, 1))
     assert one.shape == batch.input_ids.shape
     torch.testing.assert_close(one, two, atol=1e-5, rtol=0)
     # Only sampled tokens and observation tokens after the prompt carry logprobs; the prompt's are 0.
-    assert torch.all(one[0, :6] == 0) and torch.all(one[0, 6:18] < 0)
+    assert torch.all(one[0, : SHARED + 6] == 0) and torch.all(one[0, SHARED + 6 : SHARED + 18] < 0)
 
 
 def run_policy_update(group: WorkerGroup, directory, batch: TrainBatch, mode: str, micro: int):

@@ -1,0 +1,179 @@
+"""Rows that start with the same tokens run packed behind them (``trainer.learner_worker.pack_rows``).
+
+* By hand: the packed tokens, positions, block mask and the index that reads each row's columns back.
+* Property (hypothesis): for random rows with a common start and uneven lengths, the common prefix is
+  the longest one (capped before the shortest prompt's last token), every real column of every row is
+  found again at its packed position with its own token and position, and each packed query sees
+  exactly the prefix and the earlier tokens of its own row.
+* On the tiny Llama with LoRA adapters (one FSDP2 rank, gloo): the packed actor's logprobs, the
+  reference's (adapters off) and the critic's values equal the unpacked ones, and one update moves
+  the trained weights the same way. ``tests/trainer/test_learner_equivalence.py`` covers two ranks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.models import tiny_model_path
+from trainer.algos import Aggregation
+from trainer.batch import TrainBatch
+from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_worker import MIN_SHARED_PREFIX, ModelWorker, pack_rows, shared_prefix_length
+
+INIT = "tcp://127.0.0.1:29881"
+NEG = torch.finfo(torch.float32).min
+
+
+def rows_batch(rows: list[list[int]], prompts: list[int]) -> TrainBatch:
+    length = max(len(r) for r in rows)
+    ids = torch.zeros(len(rows), length, dtype=torch.long)
+    attention = torch.zeros(len(rows), length, dtype=torch.long)
+    for b, row in enumerate(rows):
+        ids[b, : len(row)] = torch.tensor(row)
+        attention[b, : len(row)] = 1
+    mask = torch.zeros(len(rows), length)
+    for b, prompt in enumerate(prompts):
+        mask[b, prompt : len(rows[b])] = 1
+    return TrainBatch(ids, attention, mask, torch.zeros(len(rows), length), torch.tensor(prompts))
+
+
+def test_pack_rows_by_hand():
+    mb = rows_batch([[1, 2, 3, 4], [1, 2, 5]], prompts=[3, 3])
+    assert shared_prefix_length(mb) == 2  # [1, 2]; capped at the shortest prompt's last token (column 2)
+    keep = 4 - 3 + 1  # the worker reads columns 2..3
+    packed = pack_rows(mb, 2, keep)
+    assert packed.input_ids.tolist() == [[1, 2, 3, 4, 5]]
+    assert packed.positions.tolist() == [[0, 1, 2, 3, 2]]  # row 1's token 5 is at column 2 of its row
+    visible = packed.mask[0, 0] == 0
+    assert visible.tolist() == [
+        [True, False, False, False, False],
+        [True, True, False, False, False],
+        [True, True, True, False, False],
+        [True, True, True, True, False],
+        [True, True, False, False, True],  # row 1 sees the prefix and itself, not row 0
+    ]
+    assert torch.all(packed.mask[0, 0][~visible] == NEG)
+    # Columns 2, 3 of row 0 are packed 2, 3; row 1's column 2 is packed 4 and its column 3 (padding)
+    # reads its last real position, packed 4, again.
+    assert packed.wanted.tolist() == [2, 3, 4]
+    assert packed.wanted[packed.gather].tolist() == [[2, 3], [4, 4]]
+
+
+def test_no_prefix_is_shared_by_one_row_or_before_a_prompt_token():
+    assert shared_prefix_length(rows_batch([[1, 2, 3, 4]], [2])) == 0
+    assert shared_prefix_length(rows_batch([[1, 2, 3], [1, 2, 3]], [1, 1])) == 0
+    assert shared_prefix_length(rows_batch([[7, 2, 3], [1, 2, 3]], [2, 2])) == 0
+
+
+@st.composite
+def shared_rows(draw):
+    common = draw(st.lists(st.integers(1, 9), min_size=0, max_size=12))
+    count = draw(st.integers(1, 5))
+    rows, prompts = [], []
+    for _ in range(count):
+        tail = draw(st.lists(st.integers(1, 9), min_size=2, max_size=10))
+        row = common + tail
+        rows.append(row)
+        prompts.append(draw(st.integers(1, len(row) - 1)))
+    return rows, prompts
+
+
+@settings(max_examples=150, deadline=None)
+@given(shared_rows())
+def test_packing_keeps_every_token_in_its_place_and_its_own_row(case):
+    rows, prompts = case
+    mb = rows_batch(rows, prompts)
+    prefix = shared_prefix_length(mb)
+    limit = min(prompts) - 1
+    longest = 0
+    while longest < min(len(r) for r in rows) and len({r[longest] for r in rows}) == 1:
+        longest += 1
+    assert prefix == (0 if len(rows) < 2 or limit <= 0 else min(longest, limit))
+
+    keep = mb.input_ids.shape[1] - min(prompts) + 1
+    packed = pack_rows(mb, prefix, keep)
+    tokens, positions = packed.input_ids[0], packed.positions[0]
+    visible = packed.mask[0, 0] == 0
+    assert tokens[:prefix].tolist() == rows[0][:prefix]
+    start = prefix
+    for b, row in enumerate(rows):
+        where = torch.arange(start, start + len(row) - prefix)
+        assert tokens[where].tolist() == row[prefix:]
+        assert positions[where].tolist() == list(range(prefix, len(row)))
+        for offset, query in enumerate(where.tolist()):
+            expected = set(range(prefix)) | set(range(start, start + offset + 1))
+            assert set(visible[query].nonzero().flatten().tolist()) == expected
+        # Each kept column reads its own packed position, or the row's last one past its end.
+        first = mb.input_ids.shape[1] - keep
+        read = packed.wanted[packed.gather[b]].tolist()
+        assert read == [start + min(c, len(row) - 1) - prefix for c in range(first, mb.input_ids.shape[1])]
+        start += len(row) - prefix
+    assert start == tokens.numel()
+
+
+# ---------------------------------------------------------------------------------------------- the models
+def sokoban_like_batch() -> TrainBatch:
+    """Four rows: the same 24 first tokens, then different boards and replies of uneven length."""
+    generator = torch.Generator().manual_seed(0)
+    shared = torch.randint(5, 250, (24,), generator=generator).tolist()
+    rows, prompts = [], []
+    for b in range(4):
+        prompt = shared + torch.randint(5, 250, (4 + b,), generator=generator).tolist()
+        rows.append(prompt + torch.randint(5, 250, (6 + 2 * b,), generator=generator).tolist())
+        prompts.append(len(prompt))
+    batch = rows_batch(rows, prompts)
+    mask = batch.response_mask
+    batch.old_logprobs = torch.full(mask.shape, -5.5) * mask
+    batch.advantages = torch.randn(mask.shape, generator=generator) * mask
+    batch.values = torch.zeros(mask.shape)
+    batch.returns = torch.randn(mask.shape, generator=generator) * mask
+    return batch
+
+
+@pytest.fixture(scope="module")
+def workers():
+    path = str(tiny_model_path())
+    built = {}
+    for role in ("actor", "critic"):
+        for share in (True, False):
+            spec = WorkerSpec(role, path, OptimizerSpec(lr=1e-2), LoraSpec(rank=4, alpha=8.0), share_prefix=share)
+            worker = ModelWorker(spec, 0, 1, INIT)
+            worker.setup()
+            built[role, share] = worker
+    return built
+
+
+def trained(worker: ModelWorker) -> dict[str, torch.Tensor]:
+    return {n: p.detach().full_tensor().clone() for n, p in worker.model.named_parameters() if p.requires_grad}
+
+
+def test_packed_outputs_and_updates_equal_the_unpacked_ones(workers):
+    batch = sokoban_like_batch()
+    assert shared_prefix_length(batch) == 24 >= MIN_SHARED_PREFIX
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    actor, plain_actor = workers["actor", True], workers["actor", False]
+    for base in (False, True):  # the policy, and the reference (adapters off)
+        packed = actor.compute_logprobs(batch, 0.7, 4, base=base)
+        torch.testing.assert_close(packed, plain_actor.compute_logprobs(batch, 0.7, 4, base=base), atol=1e-5, rtol=0)
+        assert torch.all(packed[batch.response_mask > 0] < 0)
+    before = trained(actor)
+    stats = actor.update_policy(batch, agg, PolicyLossSpec(temperature=0.7), 4)
+    plain_stats = plain_actor.update_policy(batch, agg, PolicyLossSpec(temperature=0.7), 4)
+    assert stats.grad_norm == pytest.approx(plain_stats.grad_norm, rel=1e-4) and stats.grad_norm > 0
+    after, plain_after = trained(actor), trained(plain_actor)
+    assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-4  # the adapters moved
+    for name, tensor in plain_after.items():
+        torch.testing.assert_close(after[name], tensor, atol=1e-5, rtol=0, msg=name)
+
+    critic, plain_critic = workers["critic", True], workers["critic", False]
+    for _ in range(2):  # the zero-initialised head moves in the first step; the second compares real values
+        critic.update_value(batch, agg, 0.5, 4)
+        plain_critic.update_value(batch, agg, 0.5, 4)
+    values = critic.compute_values(batch, 4)
+    assert values.abs().max() > 1e-3 and not math.isnan(values.sum().item())
+    torch.testing.assert_close(values, plain_critic.compute_values(batch, 4), atol=1e-5, rtol=0)
