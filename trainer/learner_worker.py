@@ -158,10 +158,10 @@ class ModelWorker:
         receive the gradient of every row. Columns past a row's end hold the output of another real
         position; callers zero them (``_response_region``).
         """
-        input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
         critic = self.spec.role == "critic"
         prefix = shared_prefix_length(mb) if self.spec.share_prefix else 0
         if prefix < MIN_SHARED_PREFIX:
+            input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
             if critic:
                 return self.model(input_ids, attention, keep=keep)
             return self.model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits

@@ -270,8 +270,7 @@ class HfEngine:
             return
         self.model.load_state_dict(state_dict, strict=False)
         self._prefix.clear()
-        del state_dict
-        return_free_memory()  # the cleared prefix cache and the received weights; the learner trains next
+        return_free_memory()  # the cleared prefix cache's keys and values; the learner trains next
         with self._condition:
             self._updates.popleft()
             self._stats.policy_version = update.policy_version
