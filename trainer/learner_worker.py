@@ -91,6 +91,12 @@ class ModelWorker:
         torch.manual_seed(self.spec.seed)  # only the value head's init draws (it is zero-initialised)
         self.mesh = init_device_mesh(device_type, (self.world_size,))
         self.model = self._build_model()
+        if self.spec.mixed_precision and self.spec.lora.rank > 0 and self.spec.role == "actor":
+            # FSDP fixes each layer's gradient dtype at its first forward, from the parameters that need a
+            # gradient then. peft's disable_adapter() (the reference pass) switches that off for the
+            # adapters, so a first forward without them would leave bf16 gradients on fp32 adapters.
+            with torch.no_grad():
+                self.model(input_ids=torch.zeros(1, 1, dtype=torch.long, device=self.device))
         if self.spec.optimizer is not None and self.spec.role != "reference":
             opt = self.spec.optimizer
             self.optimizer = torch.optim.AdamW(

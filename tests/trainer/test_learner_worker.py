@@ -129,6 +129,25 @@ def test_a_lora_checkpoint_holds_only_the_trained_weights_and_restores_them(tmp_
         worker().compute_logprobs(batch(), 1.0, 2, base=True)
 
 
+def test_bf16_mixed_precision_lora_actor_trains_fp32_adapters_when_the_reference_pass_comes_first():
+    # A PPO step scores the reference (adapters off) before the first update. FSDP fixes a layer's
+    # gradient dtype at its first forward from the parameters that need a gradient then, so without
+    # care the adapters would be handed bf16 gradients and the update would fail.
+    lora = LoraSpec(rank=4, alpha=8.0)
+    mixed, plain = worker(lora=lora, mixed_precision=True), worker(lora=lora)
+    b = batch()
+    reference = mixed.compute_logprobs(b, 1.0, 2, base=True)
+    exact = plain.compute_logprobs(b, 1.0, 2, base=True)
+    assert 0 < (reference - exact).abs().max() < 0.1  # bf16 compute: close to, not equal to, float32
+    before = {n: p.detach().full_tensor().clone() for n, p in mixed.model.named_parameters() if p.requires_grad}
+    stats, plain_stats = update(mixed), update(plain)
+    assert stats.grad_norm == pytest.approx(plain_stats.grad_norm, rel=0.05)
+    for name, param in mixed.model.named_parameters():
+        if param.requires_grad:
+            assert param.dtype == torch.float32, name  # the master weights stay float32
+            assert (param.detach().full_tensor() - before[name]).abs().max() > 0, name
+
+
 def test_learning_rate_schedule_by_hand():
     spec = OptimizerSpec(lr=1.0, warmup_steps=2, total_steps=6, schedule="cosine", min_lr_ratio=0.1)
     # warm-up: (k+1)/2 for k = 0, 1; then cosine from 1 down to 0.1 over the 4 remaining steps:
