@@ -2,6 +2,7 @@
 
     python benchmarks/step_cost.py                 # 3 steps each, PPO on Sokoban, SmolLM2, no warm-up
     python benchmarks/step_cost.py --steps 4 -- rollout.max_new_tokens=24
+    python benchmarks/step_cost.py --candidate bf16="trainer.precision=bf16-mixed engine.dtype=bfloat16"
 
 Both configurations play the same seeds with the same sampling seeds from the same weights (no
 warm-up, no evaluation), so their first rollouts are the same tokens:
@@ -12,6 +13,8 @@ warm-up, no evaluation), so their first rollouts are the same tokens:
 * ``default``: the current defaults (LoRA rank 32, the reference as the actor with its adapters off,
   the engine's logprobs reused after a check on 2 rows, LoRA checkpoints, the rows of a micro-batch
   packed behind their common system prompt and instructions).
+
+``--candidate NAME="overrides"`` (repeatable) adds a configuration: the defaults plus those overrides.
 
 Figures per configuration: mean seconds per step (and its rollout / scoring / training parts, the
 first step left out when there are more), seconds per 1,000 trained tokens (every token of the
@@ -81,14 +84,30 @@ def measure(name: str, extra: list[str], steps: int, root: Path) -> dict[str, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("overrides", nargs="*", help="trainer.run overrides for both configurations (after --)")
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        metavar='NAME="OVERRIDES"',
+        help="another configuration: the defaults plus these space-separated overrides (repeatable)",
+    )
+    parser.add_argument("overrides", nargs="*", help="trainer.run overrides for every configuration (after --)")
     args = parser.parse_args()
+    configurations = dict(CONFIGURATIONS)
+    for candidate in args.candidate:
+        name, _, overrides = candidate.partition("=")
+        if not name or name in configurations or not overrides.strip():
+            parser.error(f'--candidate {candidate!r}: give a new NAME="key=value ..."')
+        configurations[name] = overrides.split()
     root = Path(tempfile.mkdtemp(prefix="turngym-step-cost-"))
     results = {}
-    for name, extra in CONFIGURATIONS.items():
+    for name, extra in configurations.items():
         results[name] = measure(name, [*args.overrides, *extra], args.steps, root)
-    previous, default = results["previous"], results["default"]
-    results["previous_over_default"] = {key: previous[key] / default[key] for key in default if default[key]}
+    previous = results["previous"]
+    for name in configurations:
+        if name != "previous":
+            ratios = {key: previous[key] / value for key, value in results[name].items() if value}
+            results[f"previous_over_{name}"] = ratios
     print(json.dumps(results, indent=2))
 
 

@@ -176,6 +176,7 @@ class TrainerOptions:
     cpu_ranks: int = 1  # learner ranks when n_gpus is 0
     learner_cpus: float = 1.0  # Ray CPU share per learner rank
     threads: int | None = None  # torch threads per learner rank; null: the machine's cores / ranks
+    precision: str = "auto"  # auto (bf16-mixed on CUDA, float32 on CPU) | float32 | bf16-mixed
     run_dir: str | None = None  # null: runs/train/<env>-<algo>-<time>
     resume: bool = False  # continue the run in run_dir from its last checkpoint
     checkpoint_every: int = 10  # steps; 0: only at the end
@@ -392,6 +393,21 @@ def _check_rollout(config: TrainConfig) -> None:
         _require(value is None or value > 0, f"rollout.{name} must be > 0 or null (no limit), got {value}")
 
 
+PRECISIONS = ("auto", "float32", "bf16-mixed")
+
+
+def mixed_precision(config: TrainConfig) -> bool:
+    """Whether the learner computes in bf16 (float32 master weights, gradients reduced in float32):
+    ``trainer.precision``, where ``auto`` means on CUDA devices that support bf16 and not on CPU."""
+    if config.trainer.precision != "auto":
+        return config.trainer.precision == "bf16-mixed"
+    if config.trainer.n_gpus == 0:
+        return False
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
 def _check_trainer(config: TrainConfig) -> None:
     trainer = config.trainer
     for name in ("total_steps", "groups_per_step", "micro_batch_size", "cpu_ranks", "keep_checkpoints"):
@@ -402,6 +418,7 @@ def _check_trainer(config: TrainConfig) -> None:
     for name in ("lr", "critic_lr"):
         _require(getattr(config.model, name) > 0, f"model.{name} must be > 0, got {getattr(config.model, name)}")
     check_choice("optim.schedule", config.optim.schedule, ("constant", "cosine"))
+    check_choice("trainer.precision", trainer.precision, PRECISIONS)
     _require(len(config.optim.betas) == 2, f"optim.betas must be two numbers, got {config.optim.betas}")
     _require(config.optim.grad_clip > 0, f"optim.grad_clip must be > 0, got {config.optim.grad_clip}")
     check_choice("logging.wandb_mode", config.logging.wandb_mode, ("online", "offline"))

@@ -21,7 +21,7 @@ from agents.engines.registry import EngineSpec, engine_kind, local_device_and_dt
 from agents.episode import EpisodeLimits
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, mixed_precision
 from trainer.console import RUN_LOG, open_run_log
 from trainer.faults import FaultWatch
 from trainer.learner import Learner, LearnerSpec
@@ -301,8 +301,6 @@ def _learner_gpu_share(config: TrainConfig, roles: int) -> float:
 
 
 def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
-    import torch
-
     gpu = config.trainer.n_gpus > 0
     ranks = config.learner_ranks
     threads = config.trainer.threads or max(1, (os.cpu_count() or 1) // ranks)
@@ -322,7 +320,7 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
 
     common = {
         "device": "cuda" if gpu else "cpu",
-        "mixed_precision": gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        "mixed_precision": mixed_precision(config),
         "num_threads": threads,
         "share_prefix": config.trainer.share_prefix,
         "seed": config.trainer.seed,

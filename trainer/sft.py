@@ -144,8 +144,7 @@ async def train_sft(group: Any, examples: list[Trajectory], config: TrainConfig,
 
 
 def _sft_worker_spec(config: TrainConfig, model_path: str, total_steps: int) -> Any:
-    import torch
-
+    from trainer.config import mixed_precision
     from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 
     optim, gpu = config.optim, config.trainer.n_gpus > 0
@@ -165,7 +164,7 @@ def _sft_worker_spec(config: TrainConfig, model_path: str, total_steps: int) -> 
         optimizer,
         LoraSpec(rank=config.sft.lora_rank, alpha=2.0 * max(config.sft.lora_rank, 1)),
         device="cuda" if gpu else "cpu",
-        mixed_precision=gpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        mixed_precision=mixed_precision(config),
         gradient_checkpointing=config.model.gradient_checkpointing,
         share_prefix=config.trainer.share_prefix,
         num_threads=config.trainer.threads or os.cpu_count() or 1,

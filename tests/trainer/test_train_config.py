@@ -17,7 +17,7 @@ import trainer.config
 from agents.config import UsageError
 from agents.models import tiny_model_path
 from trainer.checkpoint import checkpoint_dir, mark_complete
-from trainer.config import ADVANTAGE_ESTIMATORS, TrainConfig, compose_train_config, to_train_config
+from trainer.config import ADVANTAGE_ESTIMATORS, TrainConfig, compose_train_config, mixed_precision, to_train_config
 
 CONFIG_ROOT = Path(configs.__file__).parent
 ALGOS = sorted(p.stem for p in (CONFIG_ROOT / "training" / "algo").glob("*.yaml"))
@@ -208,6 +208,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["model.critic_lr=-1e-5"], ["model.critic_lr must be > 0"]),
         (["model.lora_rank=-1"], ["model.lora_rank must be >= 0, got -1"]),
         (["optim.schedule=linear"], ["unknown optim.schedule 'linear'", "optim.schedule=cosine"]),
+        (["trainer.precision=fp16"], ["unknown trainer.precision 'fp16'", "trainer.precision=bf16-mixed"]),
         (["optim.betas=[0.9]"], ["optim.betas must be two numbers"]),
         (["optim.grad_clip=0"], ["optim.grad_clip must be > 0"]),
         (["logging.wandb_mode=on"], ["unknown logging.wandb_mode 'on'", "logging.wandb_mode=offline"]),
@@ -250,6 +251,18 @@ def test_gpu_settings_against_the_visible_device_count(monkeypatch):
     monkeypatch.setattr(trainer.config, "_cuda_devices", lambda: 0)
     assert "use engine.device=auto" in usage_error("engine.device=cuda")
     assert "need CUDA" in usage_error("engine=sglang", "engine.launch=true")
+
+
+def test_precision_auto_is_bf16_mixed_on_a_bf16_gpu_and_float32_on_cpu(monkeypatch):
+    assert not mixed_precision(train_config())  # the CPU default
+    assert mixed_precision(train_config("trainer.precision=bf16-mixed"))  # asked for, also on CPU
+    monkeypatch.setattr(trainer.config, "_cuda_devices", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert mixed_precision(train_config("trainer.n_gpus=1"))
+    assert not mixed_precision(train_config("trainer.n_gpus=1", "trainer.precision=float32"))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert not mixed_precision(train_config("trainer.n_gpus=1"))
 
 
 def test_resume_needs_a_complete_checkpoint(tmp_path):
