@@ -100,6 +100,8 @@ def main() -> None:
     worker.setup()
     figures["learner_setup_s"] = time.perf_counter() - started
     batch = build_batch([t for t in trajectories if t.trainable], 0)
+    figures["batch_tokens"] = int(batch.attention_mask.sum())
+    figures["trained_tokens"] = int(batch.response_mask.sum())
     if args.lora:
         started = time.perf_counter()
         batch.ref_logprobs = worker.compute_logprobs(batch, 1.0, 4, base=True)
