@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
+CRITIC_MODELS = ("separate", "shared")  # algo.critic_model
 ENGINES = engine_names(trainable=True)  # the engine table's rows that load new weights
 AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.agent_rollout)
 
@@ -70,6 +71,9 @@ class AlgoConfig:
     name: str = "ppo"
     advantage: str = "gae"
     critic: bool = True
+    # separate: a critic model of its own (decoder, adapters, value head); shared: a value head on the actor's last
+    # hidden state, detached, trained in the actor's update (no second model, no second forward or backward)
+    critic_model: str = "separate"
     group_size: int = 1  # episodes per seed; GRPO, RLOO and REINFORCE++-baseline compare within a group
     normalize_std: bool = True  # grpo: divide by the group's std (false: Dr.GRPO)
     gamma: float = 1.0
@@ -79,7 +83,7 @@ class AlgoConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: float | None = 3.0
-    value_clip: float = 0.5
+    value_clip: float | None = 0.5  # the value's change per update counted by the loss; null: no clipping
     entropy_coef: float = 0.0
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
@@ -319,7 +323,13 @@ def _check_algo(config: TrainConfig) -> None:
     check_choice("algo.kl_estimator", algo.kl_estimator, KL_ESTIMATORS)
     check_choice("algo.tis.level", algo.tis.level, ("none", "token", "sequence"))
     check_choice("algo.tis.mode", algo.tis.mode, ("clamp", "mask"))
+    check_choice("algo.critic_model", algo.critic_model, CRITIC_MODELS)
     estimator = ESTIMATORS[algo.advantage]
+    _require(
+        algo.critic or algo.critic_model == "separate",
+        f"algo.critic_model={algo.critic_model} places the critic's value head on the actor, but algo={algo.name} has "
+        "no critic (algo.critic=false): remove algo.critic_model, or use algo=ppo",
+    )
     _require(
         not estimator.critic or algo.critic,
         f"algo.advantage={algo.advantage} estimates values with a critic: set algo.critic=true, or use a "
@@ -342,7 +352,10 @@ def _check_algo(config: TrainConfig) -> None:
         algo.clip_low < 1, f"algo.clip_low must be < 1 (the ratio's lower bound is 1 - clip_low), got {algo.clip_low}"
     )
     _require(algo.dual_clip is None or algo.dual_clip > 1, f"algo.dual_clip must be > 1 or null, got {algo.dual_clip}")
-    _require(algo.value_clip > 0, f"algo.value_clip must be > 0, got {algo.value_clip}")
+    _require(
+        algo.value_clip is None or algo.value_clip > 0,
+        f"algo.value_clip must be > 0 or null (no clipping), got {algo.value_clip}",
+    )
     _require(algo.entropy_coef >= 0 and algo.kl_coef >= 0, "algo.entropy_coef and algo.kl_coef must be >= 0")
     _require(
         algo.reference or algo.kl_coef == 0,

@@ -97,7 +97,7 @@ class WorkerGroup:
         return combine_stats(await self._sharded("update_sft", batch, agg, micro_batch_size))
 
     async def update_value(
-        self, batch: TrainBatch, agg: Aggregation, clip_range: float, micro_batch_size: int
+        self, batch: TrainBatch, agg: Aggregation, clip_range: float | None, micro_batch_size: int
     ) -> dict[str, float]:
         return combine_stats(await self._sharded("update_value", batch, agg, clip_range, micro_batch_size))
 
@@ -148,6 +148,14 @@ class Learner:
         self.actor = group(spec.actor)
         self.critic = group(spec.critic)
         self.reference = group(spec.reference)
+
+    @property
+    def value_model(self) -> WorkerGroup | None:
+        """The group that computes the critic's values: the critic, the actor when it carries the value head
+        (``WorkerSpec.value_head``), or ``None``."""
+        if self.critic is not None:
+            return self.critic
+        return self.actor if self.spec.actor.value_head is not None else None
 
     async def sync_weights(self, engine: Engine, policy_version: int, export_dir: Path | None = None) -> None:
         """Give ``engine`` the actor's current weights as ``policy_version``, the way its ``weight_sync`` asks.

@@ -75,6 +75,7 @@ class PolicyLossSpec:
     kl_coef: float = 0.0  # > 0: kl_coef * agg(kl_estimate) joins the loss (needs ref_logprobs)
     kl_estimator: str = "k3"
     temperature: float = 1.0
+    value_clip: float | None = 0.5  # the shared value head's clipped value loss (``WorkerSpec.value_head``)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,9 @@ class WorkerSpec:
     mixed_precision: bool = False  # bf16 compute, fp32 master weights and gradient reduction
     gradient_checkpointing: bool = False
     share_prefix: bool = True  # the rows' common leading tokens run once per micro-batch
+    # An actor with a value head: a zero-initialised Linear(hidden, 1) on the actor's last hidden state, detached
+    # (the value loss trains the head alone), with its own AdamW: the critic without a second model.
+    value_head: OptimizerSpec | None = None
     num_threads: int | None = None
     seed: int = 0
 
@@ -99,7 +103,8 @@ class StepStats:
 
     ``token_weighted``: per-micro-batch means (entropy, clip fraction, KL, ...) times the micro-batch's
     sampled tokens, summed; ``losses``: each micro-batch's loss, already a fraction of the mini-batch's
-    (global normalisers), summed; ``grad_norm`` and ``lr`` of the step (the same on every rank).
+    (global normalisers), summed; ``grad_norm`` and ``lr`` of the step, and ``per_step`` other figures of the
+    step (the same on every rank).
     """
 
     tokens: float = 0.0
@@ -107,6 +112,7 @@ class StepStats:
     losses: dict[str, float] = field(default_factory=dict)
     grad_norm: float = 0.0
     lr: float = 0.0
+    per_step: dict[str, float] = field(default_factory=dict)  # one value per step, the same on every rank
 
     def add(self, means: dict[str, Any], tokens: float, losses: dict[str, Any]) -> None:
         """Account one micro-batch: its per-token means over ``tokens`` sampled tokens, and its losses."""
@@ -125,6 +131,7 @@ def combine_stats(per_rank: list[StepStats]) -> dict[str, float]:
         name: sum(s.token_weighted[name] for s in per_rank) / max(tokens, 1.0) for name in per_rank[0].token_weighted
     }
     combined.update({name: sum(s.losses[name] for s in per_rank) for name in per_rank[0].losses})
+    combined.update(per_rank[0].per_step)
     combined.update(grad_norm=per_rank[0].grad_norm, lr=per_rank[0].lr, tokens=tokens)
     return combined
 

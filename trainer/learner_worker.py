@@ -9,6 +9,14 @@ Roles: ``actor`` (causal LM + AdamW), ``critic`` (:class:`trainer.value_model.Va
 ``reference`` (causal LM, no optimizer). Each rank receives its shard of the rows as a
 :class:`trainer.batch.TrainBatch` and runs micro-batches of ``micro_batch_size`` rows.
 
+Shared value head (``WorkerSpec.value_head``). An actor may carry the critic's value head itself: a
+zero-initialised ``Linear(hidden, 1)`` reading the input of the vocabulary head (the last hidden state,
+after the final norm, at the positions whose logits are computed), detached, so the value loss trains
+the head alone and the policy's gradient is unchanged. The values then come with the logits of the
+same forward: the update adds the clipped value loss (``PolicyLossSpec.value_clip``, token-mean) to the
+policy loss at no extra forward or backward, and no critic model exists. The head is replicated on
+every rank (its gradient all-reduced), with its own AdamW and clipping.
+
 Loss normalisation. Every micro-batch's loss is aggregated with the *global* normalisers of the
 mini-batch (sampled tokens and sequences of all ranks, from the driver, ``trainer.algos.Aggregation``),
 so the sum of the micro-batch losses over all ranks is the mini-batch's loss whatever the micro-batch
@@ -49,6 +57,7 @@ from trainer.algos import (
 from trainer.batch import TrainBatch
 from trainer.learner_specs import (
     ROLES,
+    OptimizerSpec,
     PolicyLossSpec,
     StepStats,
     WorkerSpec,
@@ -73,6 +82,8 @@ class ModelWorker:
         self.optimizer_steps = 0
         self.model: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
+        self.value_head: nn.Linear | None = None
+        self._features: list[Tensor] | None = None  # the vocabulary head's inputs, while a forward captures them
 
     # ------------------------------------------------------------------------------------------ set-up
     def setup(self) -> dict[str, Any]:
@@ -107,9 +118,29 @@ class ModelWorker:
                 weight_decay=opt.weight_decay,
             )
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, opt.lr_factor)
+        if self.spec.value_head is not None:
+            self._setup_value_head(self.spec.value_head)
         trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in self.model.parameters())
         return {"rank": self.rank, "parameters": int(total), "trainable_parameters": int(trainable)}
+
+    def _setup_value_head(self, opt: OptimizerSpec) -> None:
+        if self.spec.role != "actor":
+            raise ValueError(f"only the actor carries a shared value head, not the {self.spec.role}")
+        hidden = self.model.get_output_embeddings().in_features
+        self.value_head = nn.Linear(hidden, 1, device=self.device, dtype=torch.float32)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+        self.value_optimizer = torch.optim.AdamW(
+            self.value_head.parameters(), lr=opt.lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay
+        )
+        self.value_scheduler = torch.optim.lr_scheduler.LambdaLR(self.value_optimizer, opt.lr_factor)
+
+        def capture(_module: nn.Module, args: tuple[Any, ...]) -> None:
+            if self._features is not None:
+                self._features.append(args[0])
+
+        self.model.get_output_embeddings().register_forward_pre_hook(capture)
 
     def _build_model(self) -> nn.Module:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -152,9 +183,10 @@ class ModelWorker:
         """How many trailing positions' outputs are needed: from the first prompt's last token on."""
         return int(mb.input_ids.shape[1] - mb.prompt_lengths.min().item() + 1)
 
-    def _forward(self, mb: TrainBatch, keep: int) -> Tensor:
+    def _forward(self, mb: TrainBatch, keep: int) -> tuple[Tensor, Tensor | None]:
         """The model's outputs at the last ``keep`` columns of a micro-batch: logits ``[b, keep, V]`` (actor,
-        reference) or values ``[b, keep]`` (critic).
+        reference) or values ``[b, keep]`` (critic); and, for an actor with a value head, the vocabulary
+        head's inputs there, ``[b, keep, hidden]`` (else ``None``).
 
         When the rows start with the same tokens (the system prompt, the instructions), the micro-batch runs
         packed into one sequence: that prefix once, then each row's remaining real tokens, each attending to
@@ -166,30 +198,45 @@ class ModelWorker:
         """
         critic = self.spec.role == "critic"
         prefix = shared_prefix_length(mb) if self.spec.share_prefix else 0
-        if prefix < MIN_SHARED_PREFIX:
-            input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
+        self._features = [] if self.value_head is not None else None
+        try:
+            if prefix < MIN_SHARED_PREFIX:
+                input_ids, attention = mb.input_ids.to(self.device), mb.attention_mask.to(self.device)
+                if critic:
+                    return self.model(input_ids, attention, keep=keep), None
+                logits = self.model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits
+                return logits, self._captured(lambda features: features)
+            packed = pack_rows(mb, prefix, keep)
+            mask = packed.mask.to(self.device, self._mask_dtype())
+            ids, positions, wanted = (t.to(self.device) for t in (packed.input_ids, packed.positions, packed.wanted))
+            gather = packed.gather.to(self.device)
             if critic:
-                return self.model(input_ids, attention, keep=keep)
-            return self.model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits
-        packed = pack_rows(mb, prefix, keep)
-        mask = packed.mask.to(self.device, self._mask_dtype())
-        ids, positions, wanted = (t.to(self.device) for t in (packed.input_ids, packed.positions, packed.wanted))
-        if critic:
-            outputs = self.model(ids, mask, keep=wanted, position_ids=positions)[0]
-        else:
+                return self.model(ids, mask, keep=wanted, position_ids=positions)[0][gather], None
             outputs = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=wanted)
-            outputs = outputs.logits[0]
-        return outputs[packed.gather.to(self.device)]
+            return outputs.logits[0][gather], self._captured(lambda features: features[0][gather])
+        finally:
+            self._features = None
+
+    def _captured(self, arrange: Any) -> Tensor | None:
+        """The vocabulary head's input of the forward that just ran, detached, float32, laid out by ``arrange``."""
+        if self._features is None:
+            return None
+        if len(self._features) != 1:
+            raise RuntimeError(f"expected one call of the vocabulary head in a forward, saw {len(self._features)}")
+        return arrange(self._features[0].detach().float())
 
     def _mask_dtype(self) -> torch.dtype:
         return next(p for p in self.model.parameters() if p.is_floating_point()).dtype
 
-    def _policy_outputs(self, mb: TrainBatch, temperature: float, with_entropy: str) -> tuple[Tensor, Tensor | None]:
+    def _policy_outputs(
+        self, mb: TrainBatch, temperature: float, with_entropy: str
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Logprobs ``[b, L]`` of each token, 0 outside each row's response; with ``with_entropy`` ``"grad"`` or
-        ``"log"`` also the entropy of each position's distribution (``"log"``: without a gradient)."""
+        ``"log"`` also the entropy of each position's distribution (``"log"``: without a gradient); with a
+        value head the values ``[b, L]`` of the same forward (gradient to the head only), else ``None``."""
         input_ids = mb.input_ids.to(self.device)
         keep = self._keep(mb)
-        logits = self._forward(mb, keep)
+        logits, features = self._forward(mb, keep)
         logits = logits[:, :-1].float() / temperature  # position i predicts token i + 1
         targets = input_ids[:, -keep + 1 :] if keep > 1 else input_ids[:, :0]
         region = _response_region(mb).to(self.device)
@@ -199,11 +246,17 @@ class ModelWorker:
             # Without an entropy bonus the entropy is only logged: no graph through a [b, k, vocab] softmax.
             with torch.set_grad_enabled(with_entropy == "grad" and torch.is_grad_enabled()):
                 entropy = _left_pad(entropy_from_logits(logits), mb.input_ids.shape[1]) * region
-        return logprobs, entropy
+        values = None
+        if features is not None:
+            head_values = self.value_head(features[:, :-1]).squeeze(-1)
+            values = _left_pad(head_values, mb.input_ids.shape[1]) * region
+        return logprobs, entropy, values
 
     def _values(self, mb: TrainBatch) -> Tensor:
+        if self.value_head is not None:
+            return self._policy_outputs(mb, 1.0, "none")[2]
         keep = self._keep(mb)
-        values = self._forward(mb, keep)
+        values, _ = self._forward(mb, keep)
         return _left_pad(values[:, :-1], mb.input_ids.shape[1]) * _response_region(mb).to(self.device)
 
     @torch.no_grad()
@@ -227,6 +280,9 @@ class ModelWorker:
 
     @torch.no_grad()
     def compute_values(self, batch: TrainBatch, micro_batch_size: int) -> Tensor:
+        """Values ``[n, L]`` of every position of ``batch`` (the critic's, or the actor's value head's)."""
+        if self.spec.role != "critic" and self.value_head is None:
+            raise ValueError(f"the {self.spec.role} has no value head (WorkerSpec.value_head)")
         outputs = [self._values(mb).cpu() for mb in self._micro_batches(batch, micro_batch_size)]
         return_free_memory()
         return _stack_padded(outputs, batch.input_ids.shape[1])
@@ -237,10 +293,11 @@ class ModelWorker:
     ) -> StepStats:
         """One optimizer step on this rank's rows of a mini-batch."""
         stats_sum = StepStats()
+        value_agg = Aggregation("token-mean", agg.num_tokens, agg.num_sequences, agg.norm_length)
         for mb in self._micro_batches(batch, micro_batch_size):
             mask = mb.response_mask.to(self.device)
             entropy_mode = "grad" if loss.entropy_coef > 0 else "log"
-            logprobs, entropy = self._policy_outputs(mb, loss.temperature, entropy_mode)
+            logprobs, entropy, values = self._policy_outputs(mb, loss.temperature, entropy_mode)
             is_weights = None if mb.is_weights is None else mb.is_weights.to(self.device)
             policy_loss, stats = ppo_policy_loss(
                 logprobs,
@@ -262,8 +319,17 @@ class ModelWorker:
                 if loss.kl_coef > 0:
                     total = total + loss.kl_coef * aggregate(kl, mask, agg)
                 stats["kl_ref"] = masked_mean(kl.detach(), mask)
+            losses = {"policy_loss": policy_loss.detach(), "loss": total.detach()}
+            if values is not None and mb.returns is not None:
+                old_values, returns = mb.values.to(self.device), mb.returns.to(self.device)
+                head_loss, head_stats = value_loss(
+                    values, old_values, returns, mask, value_agg, clip_range=loss.value_clip
+                )
+                total = total + head_loss  # the features are detached: this gradient reaches the head alone
+                stats.update({f"value_head.{name}": value for name, value in head_stats.items()})
+                losses["value_head.value_loss"] = head_loss.detach()
             (total * self.world_size).backward()
-            stats_sum.add(stats, float(mask.sum()), {"policy_loss": policy_loss.detach(), "loss": total.detach()})
+            stats_sum.add(stats, float(mask.sum()), losses)
         return self._step(stats_sum)
 
     def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> StepStats:
@@ -272,13 +338,15 @@ class ModelWorker:
         stats_sum = StepStats()
         for mb in self._micro_batches(batch, micro_batch_size):
             mask = mb.response_mask.to(self.device)
-            logprobs, _ = self._policy_outputs(mb, 1.0, "none")
+            logprobs, _, _ = self._policy_outputs(mb, 1.0, "none")
             loss, stats = sft_loss(logprobs, mask, agg)
             (loss * self.world_size).backward()
             stats_sum.add(stats, float(mask.sum()), {"sft_loss": loss.detach()})
         return self._step(stats_sum)
 
-    def update_value(self, batch: TrainBatch, agg: Aggregation, clip_range: float, micro_batch_size: int) -> StepStats:
+    def update_value(
+        self, batch: TrainBatch, agg: Aggregation, clip_range: float | None, micro_batch_size: int
+    ) -> StepStats:
         stats_sum = StepStats()
         for mb in self._micro_batches(batch, micro_batch_size):
             mask = mb.response_mask.to(self.device)
@@ -300,9 +368,28 @@ class ModelWorker:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.value_head is not None and self.value_head.weight.grad is not None:
+            self._step_value_head(stats)
         self.optimizer_steps += 1
         return_free_memory()  # the roles take turns: an idle rank holds its weights, not its last peak
         return stats
+
+    def _step_value_head(self, stats: StepStats) -> None:
+        """The value head's optimizer step: its gradient summed over ranks (each rank's loss is scaled by the world
+        size, as FSDP's averaged gradients expect), clipped on its own."""
+        import torch.distributed as dist
+
+        params = list(self.value_head.parameters())
+        if self.world_size > 1:
+            for param in params:
+                dist.all_reduce(param.grad)
+                param.grad /= self.world_size
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.spec.value_head.grad_clip)
+        stats.per_step["value_head.grad_norm"] = float(grad_norm)
+        stats.per_step["value_head.lr"] = float(self.value_optimizer.param_groups[0]["lr"])
+        self.value_optimizer.step()
+        self.value_scheduler.step()
+        self.value_optimizer.zero_grad(set_to_none=True)
 
     # ------------------------------------------------------------------------------------------ weights
     def full_state_dict(self) -> dict[str, Tensor] | None:
@@ -332,6 +419,12 @@ class ModelWorker:
         extra = {"optimizer_steps": self.optimizer_steps, "rng": rng_state()}
         if self.optimizer is not None:
             extra["scheduler"] = self.scheduler.state_dict()
+        if self.value_head is not None:  # replicated: every rank saves the same head
+            extra["value_head"] = {
+                "weights": self.value_head.state_dict(),
+                "optimizer": self.value_optimizer.state_dict(),
+                "scheduler": self.value_scheduler.state_dict(),
+            }
         torch.save(extra, os.path.join(directory, f"rank{self.rank}.pt"))
 
     def load_checkpoint(self, directory: str) -> None:
@@ -351,6 +444,12 @@ class ModelWorker:
         self.optimizer_steps = extra["optimizer_steps"]
         if self.optimizer is not None:
             self.scheduler.load_state_dict(extra["scheduler"])
+        if self.value_head is not None:
+            if "value_head" not in extra:
+                raise ValueError(f"{directory} holds no value head: it was saved by an actor without one")
+            self.value_head.load_state_dict(extra["value_head"]["weights"])
+            self.value_optimizer.load_state_dict(extra["value_head"]["optimizer"])
+            self.value_scheduler.load_state_dict(extra["value_head"]["scheduler"])
         set_rng_state(extra["rng"])
 
     def _checkpoint_state(self) -> dict[str, Any]:

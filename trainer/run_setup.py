@@ -217,15 +217,21 @@ def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:
 
 def _logical_cpus(config: TrainConfig) -> int:
     """Ray's CPU count: enough logical CPUs for every actor of the run (they take turns on the real cores)."""
-    roles = 1 + int(config.algo.critic) + int(config.algo.reference)
+    roles = 1 + int(_separate_critic(config)) + int(config.algo.reference)
     wanted = config.engine.num_cpus + roles * config.learner_ranks * config.trainer.learner_cpus
     wanted += config.rollout.num_env_actors * 0.25 + 2
     return max(os.cpu_count() or 1, int(wanted + 0.999))
 
 
+def _separate_critic(config: TrainConfig) -> bool:
+    return config.algo.critic and config.algo.critic_model == "separate"
+
+
 def _roles(config: TrainConfig) -> str:
     reference = "reference = actor without its adapters" if config.model.lora_rank > 0 else "reference"
-    return ", ".join(["actor", *(["critic"] * config.algo.critic), *([reference] * config.algo.reference)])
+    actor = "actor with the value head" if config.algo.critic and not _separate_critic(config) else "actor"
+    critic = ["critic"] * _separate_critic(config)
+    return ", ".join([actor, *critic, *([reference] * config.algo.reference)])
 
 
 def _object_store_bytes(model_path: str) -> int:
@@ -327,11 +333,18 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
     }
     lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha)
     checkpointing = config.model.gradient_checkpointing
+    shared_head = optimizer(config.model.critic_lr) if config.algo.critic and not _separate_critic(config) else None
     actor = WorkerSpec(
-        "actor", model_path, optimizer(config.model.lr), lora, gradient_checkpointing=checkpointing, **common
+        "actor",
+        model_path,
+        optimizer(config.model.lr),
+        lora,
+        gradient_checkpointing=checkpointing,
+        value_head=shared_head,
+        **common,
     )
     critic = None
-    if config.algo.critic:
+    if _separate_critic(config):
         critic = WorkerSpec(
             "critic",
             model_path,

@@ -62,8 +62,8 @@ async def score_batch(
         batch.ref_logprobs = await learner.reference.compute_logprobs(batch, temperature, micro)
     elif config.algo.reference:
         batch.ref_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro, base=True)
-    if learner.critic is not None:
-        batch.values = await learner.critic.compute_values(batch, micro)
+    if learner.value_model is not None:
+        batch.values = await learner.value_model.compute_values(batch, micro)
     metrics["time/score_s"] = time.perf_counter() - started
     tis = config.algo.tis
     if tis.level != "none":
@@ -148,6 +148,7 @@ def policy_loss_spec(config: TrainConfig) -> PolicyLossSpec:
         kl_coef=0.0 if algo.kl_in_reward else algo.kl_coef,
         kl_estimator=algo.kl_estimator,
         temperature=config.rollout.temperature,
+        value_clip=algo.value_clip,
     )
 
 
@@ -178,7 +179,10 @@ async def update(
                         part, value_agg, algo.value_clip, config.trainer.micro_batch_size
                     )
                 )
-    metrics = {f"actor/{k}": v for k, v in _mean_stats(actor_stats).items()}
+    metrics = {}
+    for name, value in _mean_stats(actor_stats).items():  # a shared value head reports as the critic
+        head, _, key = name.partition("value_head.")
+        metrics[f"critic/{key}" if not head and key else f"actor/{name}"] = value
     metrics.update({f"critic/{k}": v for k, v in _mean_stats(critic_stats).items()})
     return metrics
 

@@ -190,7 +190,9 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["algo.gamma=1.5"], ["algo.gamma and algo.lam must be in [0, 1]"]),
         (["algo.clip_low=1.0"], ["algo.clip_low must be < 1", "got 1.0"]),
         (["algo.dual_clip=1.0"], ["algo.dual_clip must be > 1 or null", "got 1.0"]),
-        (["algo.value_clip=0"], ["algo.value_clip must be > 0"]),
+        (["algo.value_clip=0"], ["algo.value_clip must be > 0 or null"]),
+        (["algo.critic_model=joint"], ["unknown algo.critic_model 'joint'", "algo.critic_model=shared"]),
+        (["algo=grpo", "algo.critic_model=shared"], ["algo=grpo has no critic", "remove algo.critic_model"]),
         (["algo.kl_coef=-0.1"], ["algo.entropy_coef and algo.kl_coef must be >= 0"]),
         (["algo.ppo_epochs=0"], ["algo.ppo_epochs must be >= 1, got 0"]),
         (["algo=dr_grpo", "algo.norm_length=0"], ["algo.norm_length must be >= 1 or null"]),
@@ -321,3 +323,17 @@ def test_mini_batches_fit_the_episodes_of_a_step(grpo_cfg, groups, group_size, m
     else:
         with pytest.raises(UsageError, match=f"exceeds the {groups * group_size} episodes of a step"):
             to_train_config(cfg)
+
+
+@pytest.mark.parametrize("critic_model", ["separate", "shared"])
+def test_the_critic_model_decides_which_roles_start(critic_model):
+    from trainer.run_setup import _learner_spec, _roles
+
+    config = to_train_config(compose_train_config(["env=sokoban", "model=tiny", f"algo.critic_model={critic_model}"]))
+    spec = _learner_spec(config, str(tiny_model_path()))
+    if critic_model == "separate":
+        assert spec.critic is not None and spec.actor.value_head is None
+        assert _roles(config).startswith("actor, critic")
+    else:  # the head trains at the critic's learning rate, on the actor: no critic model
+        assert spec.critic is None and spec.actor.value_head.lr == config.model.critic_lr
+        assert _roles(config).startswith("actor with the value head, reference")

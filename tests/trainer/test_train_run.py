@@ -116,6 +116,20 @@ def test_ppo_run_writes_everything_and_keeps_the_engine_in_sync(tmp_path):
     assert moved > 1e-3  # three AdamW steps at lr 1e-3
 
 
+def test_ppo_with_the_value_head_on_the_actor_starts_no_critic_model(tmp_path):
+    config = config_for(tmp_path, "algo=ppo", "algo.critic_model=shared", "trainer.total_steps=2")
+    run_dir = train(config, setup=learnable_env.register)
+    records = read_metrics(run_dir)
+    assert [r["policy_version"] for r in records] == [1, 2]
+    for record in records:
+        assert record["critic/value_loss"] > 0 and record["critic/grad_norm"] > 0 and "critic/vf_clipfrac" in record
+    assert records[0]["critic/value_mean"] == 0.0  # the zero-initialised head
+    assert records[1]["critic/value_mean"] != 0.0  # one update later it predicts something
+    assert "starting the learner: actor with the value head" in (run_dir / "train.log").read_text()
+    checkpoint = run_dir / "checkpoints" / "step_000002"
+    assert (checkpoint / "actor").is_dir() and not (checkpoint / "critic").exists()
+
+
 def test_warm_up_then_rl_with_held_out_evaluation(tmp_path):
     config = config_for(
         tmp_path,
