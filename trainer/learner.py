@@ -70,7 +70,9 @@ class WorkerGroup:
 
     async def _per_row(self, method: str, batch: TrainBatch, *args: Any) -> torch.Tensor:
         """A ``[B, L]`` answer assembled from the ranks' ``[rows, L_shard]`` answers (padding rows dropped)."""
-        outputs = await self._sharded(method, batch, *args)
+        return self._assemble(await self._sharded(method, batch, *args), batch)
+
+    def _assemble(self, outputs: list[torch.Tensor], batch: TrainBatch) -> torch.Tensor:
         per_rank = -(-len(batch) // self.world_size)
         length = batch.input_ids.shape[1]
         rows = []
@@ -87,6 +89,14 @@ class WorkerGroup:
 
     async def compute_values(self, batch: TrainBatch, micro_batch_size: int) -> torch.Tensor:
         return await self._per_row("compute_values", batch, micro_batch_size)
+
+    async def compute_logprobs_and_values(
+        self, batch: TrainBatch, temperature: float, micro_batch_size: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logprobs and values ``[B, L]`` from one forward of an actor that carries the value head."""
+        outputs = await self._sharded("compute_logprobs_and_values", batch, temperature, micro_batch_size)
+        logprobs, values = zip(*outputs, strict=True)
+        return self._assemble(list(logprobs), batch), self._assemble(list(values), batch)
 
     async def update_policy(
         self, batch: TrainBatch, agg: Aggregation, loss: PolicyLossSpec, micro_batch_size: int

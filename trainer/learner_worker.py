@@ -279,6 +279,22 @@ class ModelWorker:
         return _stack_padded(outputs, batch.input_ids.shape[1])
 
     @torch.no_grad()
+    def compute_logprobs_and_values(
+        self, batch: TrainBatch, temperature: float, micro_batch_size: int
+    ) -> tuple[Tensor, Tensor]:
+        """Logprobs and values ``[n, L]`` of an actor with a value head, from one forward pass (no gradient)."""
+        if self.value_head is None:
+            raise ValueError(f"the {self.spec.role} has no value head (WorkerSpec.value_head)")
+        logprobs, values = [], []
+        for mb in self._micro_batches(batch, micro_batch_size):
+            mb_logprobs, _, mb_values = self._policy_outputs(mb, temperature, "none")
+            logprobs.append(mb_logprobs.cpu())
+            values.append(mb_values.cpu())
+        return_free_memory()
+        length = batch.input_ids.shape[1]
+        return _stack_padded(logprobs, length), _stack_padded(values, length)
+
+    @torch.no_grad()
     def compute_values(self, batch: TrainBatch, micro_batch_size: int) -> Tensor:
         """Values ``[n, L]`` of every position of ``batch`` (the critic's, or the actor's value head's)."""
         if self.spec.role != "critic" and self.value_head is None:

@@ -52,18 +52,24 @@ async def score_batch(
     ``algo.reuse_rollout_logprobs``, the engine's logprobs serve as the old logprobs (the same quantity,
     :mod:`agents.engines.base`), after a check on ``algo.reuse_check_rows`` rows recomputed by the
     actor: if any sampled token differs by more than ``algo.reuse_max_mismatch``, every row is
-    recomputed. The reference is the reference role, or with LoRA the actor with its adapters off.
+    recomputed. With the critic's value head on the actor (``algo.critic_model=shared``) the forward that
+    computes the values gives every row's logprobs too, and those are the old logprobs. The reference is
+    the reference role, or with LoRA the actor with its adapters off.
     """
     temperature, micro = config.rollout.temperature, config.trainer.micro_batch_size
     started = time.perf_counter()
     mask = batch.response_mask
-    metrics = await _old_logprobs(batch, learner, config, on_policy)
+    if learner.value_model is learner.actor:  # the value head's forward gives every row's logprobs as well
+        batch.old_logprobs, batch.values = await learner.actor.compute_logprobs_and_values(batch, temperature, micro)
+        metrics = {**_mismatch(batch.old_logprobs, batch), "rollout/old_logprobs_reused": 0.0}
+    else:
+        metrics = await _old_logprobs(batch, learner, config, on_policy)
     if learner.reference is not None:
         batch.ref_logprobs = await learner.reference.compute_logprobs(batch, temperature, micro)
     elif config.algo.reference:
         batch.ref_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro, base=True)
-    if learner.value_model is not None:
-        batch.values = await learner.value_model.compute_values(batch, micro)
+    if learner.critic is not None:
+        batch.values = await learner.critic.compute_values(batch, micro)
     metrics["time/score_s"] = time.perf_counter() - started
     tis = config.algo.tis
     if tis.level != "none":
@@ -80,26 +86,24 @@ async def score_batch(
 async def _old_logprobs(batch: TrainBatch, learner: Learner, config: TrainConfig, on_policy: bool) -> dict[str, float]:
     """``batch.old_logprobs``: the engine's, verified on a few rows, or recomputed (see :func:`score_batch`)."""
     algo, temperature, micro = config.algo, config.rollout.temperature, config.trainer.micro_batch_size
-    mask = batch.response_mask
     if algo.reuse_rollout_logprobs and on_policy and len(batch) > algo.reuse_check_rows:
         rows = list(range(algo.reuse_check_rows))
         check = batch.select(rows)
-        recomputed = await learner.actor.compute_logprobs(check, temperature, micro)
-        check_mask = check.response_mask
-        worst = float(((recomputed - check.rollout_logprobs).abs() * check_mask).max()) if len(check) else 0.0
-        metrics = {
-            "rollout/logprob_mismatch": float(logprob_mismatch(recomputed, check.rollout_logprobs, check_mask)),
-            "rollout/logprob_mismatch_max": worst,
-        }
-        if worst <= algo.reuse_max_mismatch:
+        metrics = _mismatch(await learner.actor.compute_logprobs(check, temperature, micro), check)
+        if metrics["rollout/logprob_mismatch_max"] <= algo.reuse_max_mismatch:
             batch.old_logprobs = batch.rollout_logprobs.clone()
             return {**metrics, "rollout/old_logprobs_reused": 1.0}
     batch.old_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro)
-    worst = float(((batch.old_logprobs - batch.rollout_logprobs).abs() * mask).max())
+    return {**_mismatch(batch.old_logprobs, batch), "rollout/old_logprobs_reused": 0.0}
+
+
+def _mismatch(recomputed: Tensor, batch: TrainBatch) -> dict[str, float]:
+    """The mean and largest |learner - engine| logprob over ``batch``'s sampled tokens."""
+    mask = batch.response_mask
+    worst = float(((recomputed - batch.rollout_logprobs).abs() * mask).max()) if len(batch) else 0.0
     return {
-        "rollout/logprob_mismatch": float(logprob_mismatch(batch.old_logprobs, batch.rollout_logprobs, mask)),
+        "rollout/logprob_mismatch": float(logprob_mismatch(recomputed, batch.rollout_logprobs, mask)),
         "rollout/logprob_mismatch_max": worst,
-        "rollout/old_logprobs_reused": 0.0,
     }
 
 

@@ -83,6 +83,17 @@ def test_values_are_the_head_on_the_last_hidden_state_before_each_response_token
     assert (expected != 0).sum() > 0
 
 
+def test_one_forward_gives_the_logprobs_and_the_values():
+    w = actor()
+    with torch.no_grad():
+        w.value_head.weight.normal_(generator=torch.Generator().manual_seed(3))
+    b = shared_prefix_batch()
+    logprobs, values = w.compute_logprobs_and_values(b, 0.7, 2)
+    torch.testing.assert_close(logprobs, w.compute_logprobs(b, 0.7, 2), atol=0, rtol=0)
+    torch.testing.assert_close(values, w.compute_values(b, 2), atol=0, rtol=0)
+    assert values.abs().max() > 0 and logprobs.min() < 0
+
+
 def test_the_value_loss_trains_the_head_alone_and_is_half_the_mean_squared_return_at_zero():
     shared, plain = actor(), actor(value_head=False)
     b = with_returns(batch())
@@ -134,5 +145,7 @@ def test_a_checkpoint_restores_the_head_its_optimizer_and_schedule(tmp_path):
 def test_only_an_actor_carries_the_head_and_only_a_critic_or_a_head_gives_values():
     with pytest.raises(ValueError, match="only the actor"):
         rank(WorkerSpec("critic", str(tiny_model_path()), OptimizerSpec(), value_head=OptimizerSpec()))
-    with pytest.raises(ValueError, match="no value head"):
-        actor(value_head=False).compute_values(batch(), 2)
+    plain = actor(value_head=False)
+    for call in (lambda: plain.compute_values(batch(), 2), lambda: plain.compute_logprobs_and_values(batch(), 1.0, 2)):
+        with pytest.raises(ValueError, match="no value head"):
+            call()
