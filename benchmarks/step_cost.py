@@ -4,15 +4,17 @@
     python benchmarks/step_cost.py --steps 4 -- rollout.max_new_tokens=24
     python benchmarks/step_cost.py --candidate bf16="trainer.precision=bf16-mixed engine.dtype=bfloat16"
 
-Both configurations play the same seeds with the same sampling seeds from the same weights (no
-warm-up, no evaluation), so their first rollouts are the same tokens:
+Both configurations start from the same weights (no warm-up, no evaluation) and play the same seeds with
+the same sampling seeds, so their first 8 episodes are the same tokens (the default plays 16 a step):
 
-* ``previous``: every weight trained (``model.lora_rank=0``, lr 1e-6 / 1e-5), a separate reference
-  model, old logprobs recomputed by the actor (``algo.reuse_rollout_logprobs=false``), every row's
-  prompt computed in full (``trainer.share_prefix=false``);
+* ``previous``: every weight trained (``model.lora_rank=0``, lr 1e-6 / 1e-5), a separate critic model
+  and a separate reference model, old logprobs recomputed by the actor
+  (``algo.reuse_rollout_logprobs=false``), every row's prompt computed in full
+  (``trainer.share_prefix=false``), 8 episodes a step in one optimizer step, token-mean;
 * ``default``: the current defaults (LoRA rank 32, the reference as the actor with its adapters off,
-  the engine's logprobs reused after a check on 2 rows, LoRA checkpoints, the rows of a micro-batch
-  packed behind their common system prompt and instructions).
+  the critic as a value head on the actor whose one forward also gives the old logprobs, LoRA
+  checkpoints, the rows of a micro-batch packed behind their common system prompt and instructions,
+  16 episodes a step in 4 optimizer steps).
 
 ``--candidate NAME="overrides"`` (repeatable) adds a configuration: the defaults plus those overrides.
 
@@ -42,7 +44,11 @@ CONFIGURATIONS = {
         "model.lora_rank=0",
         "model.lr=1e-6",
         "model.critic_lr=1e-5",
+        "algo.critic_model=separate",
         "algo.reuse_rollout_logprobs=false",
+        "algo.mini_batches=1",
+        "algo.loss_agg_mode=token-mean",
+        "trainer.groups_per_step=8",
         "trainer.share_prefix=false",
     ],
     "default": [],

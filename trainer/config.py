@@ -46,11 +46,13 @@ __all__ = [
     "TrainConfig",
     "TrainerOptions",
     "compose_train_config",
+    "mixed_precision",
+    "shared_critic",
     "to_train_config",
 ]
 
 ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
-CRITIC_MODELS = ("separate", "shared")  # algo.critic_model
+CRITIC_MODELS = ("auto", "separate", "shared")  # algo.critic_model
 ENGINES = engine_names(trainable=True)  # the engine table's rows that load new weights
 AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.agent_rollout)
 
@@ -72,8 +74,9 @@ class AlgoConfig:
     advantage: str = "gae"
     critic: bool = True
     # separate: a critic model of its own (decoder, adapters, value head); shared: a value head on the actor's last
-    # hidden state, detached, trained in the actor's update (no second model, no second forward or backward)
-    critic_model: str = "separate"
+    # hidden state, detached, trained in the actor's update (no second model, no second forward or backward);
+    # auto: shared when the actor trains LoRA adapters, separate when it trains every weight
+    critic_model: str = "auto"
     group_size: int = 1  # episodes per seed; GRPO, RLOO and REINFORCE++-baseline compare within a group
     normalize_std: bool = True  # grpo: divide by the group's std (false: Dr.GRPO)
     gamma: float = 1.0
@@ -326,7 +329,7 @@ def _check_algo(config: TrainConfig) -> None:
     check_choice("algo.critic_model", algo.critic_model, CRITIC_MODELS)
     estimator = ESTIMATORS[algo.advantage]
     _require(
-        algo.critic or algo.critic_model == "separate",
+        algo.critic or algo.critic_model != "shared",
         f"algo.critic_model={algo.critic_model} places the critic's value head on the actor, but algo={algo.name} has "
         "no critic (algo.critic=false): remove algo.critic_model, or use algo=ppo",
     )
@@ -407,6 +410,16 @@ def _check_rollout(config: TrainConfig) -> None:
 
 
 PRECISIONS = ("auto", "float32", "bf16-mixed")
+
+
+def shared_critic(config: TrainConfig) -> bool:
+    """Whether the critic is a value head on the actor (``algo.critic_model``; ``auto``: when the actor trains LoRA
+    adapters, whose separate critic would be frozen weights plus adapters too)."""
+    if not config.algo.critic:
+        return False
+    if config.algo.critic_model == "auto":
+        return config.model.lora_rank > 0
+    return config.algo.critic_model == "shared"
 
 
 def mixed_precision(config: TrainConfig) -> bool:

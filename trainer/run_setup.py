@@ -21,7 +21,7 @@ from agents.engines.registry import EngineSpec, engine_kind, local_device_and_dt
 from agents.episode import EpisodeLimits
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
-from trainer.config import TrainConfig, mixed_precision
+from trainer.config import TrainConfig, mixed_precision, shared_critic
 from trainer.console import RUN_LOG, open_run_log
 from trainer.faults import FaultWatch
 from trainer.learner import Learner, LearnerSpec
@@ -224,12 +224,12 @@ def _logical_cpus(config: TrainConfig) -> int:
 
 
 def _separate_critic(config: TrainConfig) -> bool:
-    return config.algo.critic and config.algo.critic_model == "separate"
+    return config.algo.critic and not shared_critic(config)
 
 
 def _roles(config: TrainConfig) -> str:
     reference = "reference = actor without its adapters" if config.model.lora_rank > 0 else "reference"
-    actor = "actor with the value head" if config.algo.critic and not _separate_critic(config) else "actor"
+    actor = "actor with the value head" if shared_critic(config) else "actor"
     critic = ["critic"] * _separate_critic(config)
     return ", ".join([actor, *critic, *([reference] * config.algo.reference)])
 
@@ -333,7 +333,7 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
     }
     lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha)
     checkpointing = config.model.gradient_checkpointing
-    shared_head = optimizer(config.model.critic_lr) if config.algo.critic and not _separate_critic(config) else None
+    shared_head = optimizer(config.model.critic_lr) if shared_critic(config) else None
     actor = WorkerSpec(
         "actor",
         model_path,

@@ -49,7 +49,18 @@ def test_the_group_folders_hold_the_documented_files():
 # ---------------------------------------------------------------------------------------------- composition
 # Each algo file's values that set it apart (everything else is the file's own copy of the schema defaults).
 ALGO_VALUES = {
-    "ppo": dict(advantage="gae", critic=True, group_size=1, gamma=1.0, lam=1.0, value_clip=0.5, kl_coef=0.0),
+    "ppo": dict(
+        advantage="gae",
+        critic=True,
+        critic_model="auto",
+        group_size=1,
+        gamma=1.0,
+        lam=1.0,
+        value_clip=0.5,
+        kl_coef=0.0,
+        loss_agg_mode="seq-mean-token-mean",
+        mini_batches=4,  # four optimizer steps a step, the later ones clipped
+    ),
     "grpo": dict(advantage="grpo", critic=False, group_size=4, normalize_std=True, kl_coef=0.001),
     "dr_grpo": dict(
         advantage="grpo",
@@ -76,12 +87,13 @@ def test_each_algo_file_composes_with_its_typed_values(algo):
     assert config.algo.name == algo and config.algo.advantage in ADVANTAGE_ESTIMATORS
     for key, expected in ALGO_VALUES[algo].items():
         assert getattr(config.algo, key) == expected, key
-    # Shared by every file: the PPO clip range, one epoch of one mini-batch, on-policy without TIS.
+    # Shared by every file: the PPO clip range, one epoch (of one mini-batch but for ppo), on-policy without TIS.
     assert (config.algo.clip_low, config.algo.clip_high, config.algo.dual_clip) == (0.2, 0.2, 3.0)
-    assert (config.algo.ppo_epochs, config.algo.mini_batches, config.algo.off_policy) == (1, 1, False)
+    mini_batches = ALGO_VALUES[algo].get("mini_batches", 1)
+    assert (config.algo.ppo_epochs, config.algo.mini_batches, config.algo.off_policy) == (1, mini_batches, False)
     assert (config.algo.tis.level, config.algo.tis.mode, config.algo.tis.cap) == ("none", "clamp", 2.0)
-    # 8 seeds a step (train.yaml) times the file's group size.
-    assert config.episodes_per_step == 8 * ALGO_VALUES[algo]["group_size"]
+    # 16 seeds a step (train.yaml) times the file's group size.
+    assert config.episodes_per_step == 16 * ALGO_VALUES[algo]["group_size"]
 
 
 def test_train_yaml_values_override_the_schema_defaults():
@@ -103,7 +115,7 @@ def test_each_model_file_composes(model, tmp_path):
         return
     config = train_config(*overrides)
     expected = {
-        "smollm2": (model, 5e-5, 1e-3),  # LoRA adapters (rank 32): rates of adapters, not of every weight
+        "smollm2": (model, 1e-4, 1e-3),  # LoRA adapters (rank 32): rates of adapters, not of every weight
         "tiny": (model, 1e-3, 1e-3),
         "hf": (str(tiny_model_path()), 1e-6, 1e-5),
     }[model]
@@ -325,15 +337,26 @@ def test_mini_batches_fit_the_episodes_of_a_step(grpo_cfg, groups, group_size, m
             to_train_config(cfg)
 
 
-@pytest.mark.parametrize("critic_model", ["separate", "shared"])
-def test_the_critic_model_decides_which_roles_start(critic_model):
+@pytest.mark.parametrize(
+    ("overrides", "shared"),
+    [
+        ([], False),  # tiny trains every weight: auto keeps a critic model
+        (["model.lora_rank=4"], True),  # with LoRA adapters auto puts the head on the actor
+        (["model.lora_rank=4", "algo.critic_model=separate"], False),
+        (["algo.critic_model=shared"], True),
+        (["algo=grpo", "model.lora_rank=4"], False),  # no critic at all
+    ],
+)
+def test_the_critic_model_decides_which_roles_start(overrides, shared):
     from trainer.run_setup import _learner_spec, _roles
 
-    config = to_train_config(compose_train_config(["env=sokoban", "model=tiny", f"algo.critic_model={critic_model}"]))
+    config = to_train_config(compose_train_config(["env=sokoban", "model=tiny", *overrides]))
+    assert trainer.config.shared_critic(config) == shared
     spec = _learner_spec(config, str(tiny_model_path()))
-    if critic_model == "separate":
-        assert spec.critic is not None and spec.actor.value_head is None
-        assert _roles(config).startswith("actor, critic")
-    else:  # the head trains at the critic's learning rate, on the actor: no critic model
+    if shared:  # the head trains at the critic's learning rate, on the actor: no critic model
         assert spec.critic is None and spec.actor.value_head.lr == config.model.critic_lr
         assert _roles(config).startswith("actor with the value head, reference")
+    else:
+        assert spec.actor.value_head is None
+        assert (spec.critic is not None) == config.algo.critic
+        assert _roles(config).startswith("actor, critic" if config.algo.critic else "actor, reference")

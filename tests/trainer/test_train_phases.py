@@ -19,7 +19,7 @@ def test_defaults_warm_up_when_there_is_an_oracle_and_evaluate_64_held_out_seeds
         10**6,
     )
     evaluation = config.evaluation
-    assert (evaluation.enabled, evaluation.episodes, evaluation.seed, evaluation.every) == (True, 64, 10_000, 5)
+    assert (evaluation.enabled, evaluation.episodes, evaluation.seed, evaluation.every) == (True, 64, 10_000, 4)
 
 
 def test_the_env_is_told_the_runs_turn_limit():
@@ -33,7 +33,7 @@ def test_the_env_is_told_the_runs_turn_limit():
 @pytest.mark.parametrize(
     ("overrides", "fragments"),
     [
-        (["evaluation.seed=3"], ["training seeds [0, 80)", "evaluation seeds [3, 67)", "move evaluation.seed"]),
+        (["evaluation.seed=3"], ["training seeds [0, 192)", "evaluation seeds [3, 67)", "move evaluation.seed"]),
         (["sft.seed=10010"], ["sft seeds [10010, 10266)", "evaluation seeds [10000, 10064)"]),
         (["sft.warmup=maybe"], ["unknown sft.warmup 'maybe'"]),
         (["sft.source=files"], ["sft.files=[path.jsonl,...]"]),

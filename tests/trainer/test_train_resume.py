@@ -36,6 +36,7 @@ COMMON = [
     "rollout.num_env_actors=1",
     "trainer.total_steps=4",
     "trainer.groups_per_step=3",
+    "algo.mini_batches=1",
     "trainer.checkpoint_every=1",
     "trainer.keep_checkpoints=4",
     "trainer.progress=false",

@@ -83,7 +83,12 @@ def config_for(tmp_path, *overrides: str):
 
 def test_ppo_run_writes_everything_and_keeps_the_engine_in_sync(tmp_path):
     config = config_for(
-        tmp_path, "algo=ppo", "trainer.total_steps=3", "trainer.groups_per_step=4", "trainer.sample_every=2"
+        tmp_path,
+        "algo=ppo",
+        "algo.mini_batches=1",  # one optimizer step a step: the first epoch's ratio is exactly 1
+        "trainer.total_steps=3",
+        "trainer.groups_per_step=4",
+        "trainer.sample_every=2",
     )
     run_dir = train(config, setup=learnable_env.register)
     records = read_metrics(run_dir)
@@ -117,7 +122,9 @@ def test_ppo_run_writes_everything_and_keeps_the_engine_in_sync(tmp_path):
 
 
 def test_ppo_with_the_value_head_on_the_actor_starts_no_critic_model(tmp_path):
-    config = config_for(tmp_path, "algo=ppo", "algo.critic_model=shared", "trainer.total_steps=2")
+    config = config_for(
+        tmp_path, "algo=ppo", "algo.critic_model=shared", "trainer.total_steps=2", "trainer.groups_per_step=4"
+    )
     run_dir = train(config, setup=learnable_env.register)
     records = read_metrics(run_dir)
     assert [r["policy_version"] for r in records] == [1, 2]
@@ -232,7 +239,12 @@ def test_a_run_whose_groups_all_fail_stops_with_the_first_error(tmp_path, capfd)
     the console and train.log; nothing is trained; after trainer.max_failed_steps=2 such steps the run stops."""
     learnable_env.register_crashing()
     config = config_for(
-        tmp_path, "algo=ppo", "trainer.total_steps=5", "trainer.groups_per_step=2", "logging.plot=false"
+        tmp_path,
+        "algo=ppo",
+        "algo.mini_batches=1",
+        "trainer.total_steps=5",
+        "trainer.groups_per_step=2",
+        "logging.plot=false",
     )
     config.env["id"] = learnable_env.CRASHING_ID
     with pytest.raises(RunFailedError) as caught:
