@@ -42,11 +42,17 @@ from trainer.metrics import read_metrics
 
 
 class TreeMemory:
-    """Samples the summed PSS and RSS of a process and all its descendants once a second; keeps the peaks."""
+    """Samples the summed PSS and RSS of a process and all its descendants once a second; keeps the peaks.
+
+    ``peak_by_process`` is the PSS of each kind of process (its name without a Ray task's method:
+    ``ray::ModelWorker``, ``ray::EngineHost``, ``raylet``, ``python`` for the driver and Ray's Python services)
+    at the sample with the highest summed PSS, summed over processes of the same name.
+    """
 
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
         self.peak_pss = self.peak_rss = 0
+        self.peak_by_process: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -58,12 +64,17 @@ class TreeMemory:
             except psutil.NoSuchProcess:
                 return
             pss = rss = 0
+            by_process: dict[str, int] = {}
             for process in processes:
                 try:
-                    info = process.memory_full_info()
+                    info, name = process.memory_full_info(), process.name().split(".")[0]  # ray::Actor.method
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-                pss, rss = pss + getattr(info, "pss", info.rss), rss + info.rss
+                own = getattr(info, "pss", info.rss)
+                pss, rss = pss + own, rss + info.rss
+                by_process[name] = by_process.get(name, 0) + own
+            if pss > self.peak_pss:
+                self.peak_by_process = dict(sorted(by_process.items(), key=lambda item: -item[1]))
             self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
 
     def stop(self) -> None:
@@ -150,6 +161,7 @@ def main() -> None:
         "train_tokens_mean": statistics.fmean(r.get("train/tokens", 0.0) for r in steps),
         "peak_pss_gib": memory.peak_pss / 2**30,
         "peak_rss_gib": memory.peak_rss / 2**30,
+        "peak_pss_gib_by_process": {name: round(pss / 2**30, 3) for name, pss in memory.peak_by_process.items()},
         "checkpoint_gib": sum(f.stat().st_size for f in checkpoints[-1].rglob("*") if f.is_file()) / 2**30
         if checkpoints
         else 0.0,

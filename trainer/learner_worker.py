@@ -253,11 +253,11 @@ class ModelWorker:
         return logprobs, entropy, values
 
     def _values(self, mb: TrainBatch) -> Tensor:
-        if self.value_head is not None:
-            return self._policy_outputs(mb, 1.0, "none")[2]
+        """The critic's values ``[b, L]``, or those of the actor's value head (its logits left unused)."""
         keep = self._keep(mb)
-        values, _ = self._forward(mb, keep)
-        return _left_pad(values[:, :-1], mb.input_ids.shape[1]) * _response_region(mb).to(self.device)
+        outputs, features = self._forward(mb, keep)
+        values = outputs[:, :-1] if features is None else self.value_head(features[:, :-1]).squeeze(-1)
+        return _left_pad(values, mb.input_ids.shape[1]) * _response_region(mb).to(self.device)
 
     @torch.no_grad()
     def compute_logprobs(
@@ -378,12 +378,8 @@ class ModelWorker:
         """Clip, step the optimizer and the schedule; record the step's grad norm and lr in ``stats``."""
         assert self.optimizer is not None, "this role has no optimizer"
         params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.spec.optimizer.grad_clip)
-        grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
-        stats.grad_norm, stats.lr = float(grad_norm), float(self.optimizer.param_groups[0]["lr"])
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        clip = self.spec.optimizer.grad_clip
+        stats.grad_norm, stats.lr = _clip_and_step(params, self.optimizer, self.scheduler, clip)
         if self.value_head is not None and self.value_head.weight.grad is not None:
             self._step_value_head(stats)
         self.optimizer_steps += 1
@@ -400,12 +396,9 @@ class ModelWorker:
             for param in params:
                 dist.all_reduce(param.grad)
                 param.grad /= self.world_size
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.spec.value_head.grad_clip)
-        stats.per_step["value_head.grad_norm"] = float(grad_norm)
-        stats.per_step["value_head.lr"] = float(self.value_optimizer.param_groups[0]["lr"])
-        self.value_optimizer.step()
-        self.value_scheduler.step()
-        self.value_optimizer.zero_grad(set_to_none=True)
+        clip = self.spec.value_head.grad_clip
+        grad_norm, lr = _clip_and_step(params, self.value_optimizer, self.value_scheduler, clip)
+        stats.per_step["value_head.grad_norm"], stats.per_step["value_head.lr"] = grad_norm, lr
 
     # ------------------------------------------------------------------------------------------ weights
     def full_state_dict(self) -> dict[str, Tensor] | None:
@@ -601,3 +594,15 @@ def shard_rows(batch: TrainBatch, world_size: int) -> list[TrainBatch]:
             shard = replace(shard, response_mask=torch.zeros_like(shard.response_mask))
         shards.append(shard.pad_rows(per_rank - len(shard)))
     return shards
+
+
+def _clip_and_step(params: list[Tensor], optimizer, scheduler, grad_clip: float) -> tuple[float, float]:
+    """Clip ``params``' gradient norm to ``grad_clip``, step ``optimizer`` and ``scheduler``, clear the gradients;
+    return the norm before clipping and the lr the step used."""
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+    lr = float(optimizer.param_groups[0]["lr"])
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(grad_norm), lr
