@@ -217,7 +217,7 @@ def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:
 
 def _logical_cpus(config: TrainConfig) -> int:
     """Ray's CPU count: enough logical CPUs for every actor of the run (they take turns on the real cores)."""
-    roles = 1 + int(_separate_critic(config)) + int(config.algo.reference)
+    roles = 1 + int(_separate_critic(config)) + int(_separate_reference(config))
     wanted = config.engine.num_cpus + roles * config.learner_ranks * config.trainer.learner_cpus
     wanted += config.rollout.num_env_actors * 0.25 + 2
     return max(os.cpu_count() or 1, int(wanted + 0.999))
@@ -227,8 +227,13 @@ def _separate_critic(config: TrainConfig) -> bool:
     return config.algo.critic and not shared_critic(config)
 
 
+def _separate_reference(config: TrainConfig) -> bool:
+    """A reference model of its own; with LoRA the reference is the actor with its adapters switched off."""
+    return config.algo.reference and config.model.lora_rank == 0
+
+
 def _roles(config: TrainConfig) -> str:
-    reference = "reference = actor without its adapters" if config.model.lora_rank > 0 else "reference"
+    reference = "reference" if _separate_reference(config) else "reference = actor without its adapters"
     actor = "actor with the value head" if shared_critic(config) else "actor"
     critic = ["critic"] * _separate_critic(config)
     return ", ".join([actor, *critic, *([reference] * config.algo.reference)])
@@ -353,9 +358,7 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
             gradient_checkpointing=checkpointing,
             **common,
         )
-    # With LoRA the reference is the actor with its adapters switched off: no second model in memory.
-    separate_reference = config.algo.reference and lora.rank == 0
-    reference = WorkerSpec("reference", model_path, **common) if separate_reference else None
+    reference = WorkerSpec("reference", model_path, **common) if _separate_reference(config) else None
     roles = 1 + (critic is not None) + (reference is not None)
     gpu_share = _learner_gpu_share(config, roles)
     return LearnerSpec(actor, critic, reference, ranks, config.trainer.learner_cpus, gpu_share)

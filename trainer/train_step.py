@@ -136,8 +136,9 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     metrics["groups/mixed_success_group_fraction"] = signal["mixed_success_group_fraction"]
     metrics["advantage/share_without_success"] = signal["advantage_share_without_success"]
     if batch.returns is not None:
+        # The values the advantages were estimated with; critic/value_mean is the update's (its value loss's).
         metrics["critic/return_mean"] = float(masked_mean(batch.returns, mask))
-        metrics["critic/value_mean"] = float(masked_mean(batch.values, mask))
+        metrics["advantage/value_mean"] = float(masked_mean(batch.values, mask))
     return metrics
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -360,3 +361,22 @@ def test_the_critic_model_decides_which_roles_start(overrides, shared):
         assert spec.actor.value_head is None
         assert (spec.critic is not None) == config.algo.critic
         assert _roles(config).startswith("actor, critic" if config.algo.critic else "actor, reference")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "models"),
+    [
+        ([], 3),  # tiny trains every weight: actor, critic and reference models
+        (["model.lora_rank=4"], 1),  # the head and the reference (adapters off) live on the actor
+        (["model.lora_rank=4", "algo.critic_model=separate"], 2),
+        (["algo=grpo"], 2),  # actor and reference
+        (["algo=grpo", "algo.reference=false", "algo.kl_coef=0"], 1),
+    ],
+)
+def test_ray_gets_a_logical_cpu_per_learner_model(overrides, models, monkeypatch):
+    from trainer import run_setup
+
+    monkeypatch.setattr(run_setup.os, "cpu_count", lambda: 1)
+    config = to_train_config(compose_train_config(["env=sokoban", "model=tiny", *overrides]))
+    # engine 1 + models x 1 rank x 1 CPU + 2 environment actors x 0.25 + 2 for the driver and Ray, rounded up
+    assert run_setup._logical_cpus(config) == math.ceil(1 + models + 0.5 + 2)
