@@ -84,3 +84,30 @@ def test_the_progress_line_keeps_showing_the_last_held_out_figures():
     progress.update(2, {"episode/invalid_action_rate": 0.02})
     assert lines[0].startswith("step 1/10  held-out 25.0%±5.0  kl 0.0012")
     assert lines[1].startswith("step 2/10  held-out 25.0%±5.0  invalid 2.0%")  # the last evaluation stays shown
+
+
+def test_the_group_filter_trains_the_groups_whose_returns_vary_most():
+    """``algo.filter_groups``: of 4 groups, keep ceil(0.5 x 4) = 2 with the largest population std of returns
+    (by hand: [0, 0] -> 0, [10, 0] -> 5, [10, 10] -> 0, [-1, 10] -> 5.5), in rollout order; an errored
+    episode is dropped from its group first, and 1 keeps every group without filter metrics."""
+    from dataclasses import replace
+
+    from agents.trajectory import Trajectory
+    from trainer.rollout_records import RolloutResult
+    from trainer.run_setup import trainable
+
+    def episode(group: int, ret: float, termination: str = "terminated") -> Trajectory:
+        return Trajectory(
+            env_id="sokoban", seed=group, group_id=f"g{group}", prompt_ids=[1], response_ids=[2], response_mask=[1],
+            rollout_logprobs=[-0.5], turn_rewards=[ret], turn_end_indices=[0], episode_return=ret,
+            success=ret > 5, termination=termination, num_turns=1,
+        )  # fmt: skip
+
+    returns = [[0.0, 0.0], [10.0, 0.0], [10.0, 10.0], [-1.0, 10.0]]
+    groups = [[episode(g, r) for r in group] for g, group in enumerate(returns)]
+    groups[2].append(replace(episode(2, -50.0), termination="error"))  # never trained, never counted
+    kept, metrics = trainable(RolloutResult(groups=groups), keep_fraction=0.5)
+    assert [(t.group_id, t.episode_return) for t in kept] == [("g1", 10.0), ("g1", 0.0), ("g3", -1.0), ("g3", 10.0)]
+    assert metrics == {"filter/kept_groups": 2.0, "filter/groups": 4.0}
+    everything, metrics = trainable(RolloutResult(groups=groups), keep_fraction=1.0)
+    assert len(everything) == 8 and metrics == {}
