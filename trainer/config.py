@@ -375,6 +375,11 @@ def _check_algo(config: TrainConfig) -> None:
     _require(algo.tis.cap > 1, f"algo.tis.cap must be > 1, got {algo.tis.cap}")
     _require(0 < algo.filter_groups <= 1, f"algo.filter_groups is a fraction in (0, 1], got {algo.filter_groups}")
     _require(
+        algo.filter_groups == 1 or algo.group_size >= 2,
+        f"algo.filter_groups={algo.filter_groups} keeps the groups whose returns vary most, and a group of one "
+        "episode does not vary: set algo.group_size to 2 or more, or algo.filter_groups=1",
+    )
+    _require(
         algo.reuse_check_rows >= 1 and algo.reuse_max_mismatch > 0,
         "algo.reuse_check_rows must be >= 1 and algo.reuse_max_mismatch > 0 "
         "(or set algo.reuse_rollout_logprobs=false)",

@@ -40,6 +40,7 @@ def test_the_env_is_told_the_runs_turn_limit():
         (["sft.epochs=0"], ["sft.epochs must be >= 1"]),
         (["evaluation.temperature=-1"], ["evaluation.temperature must be >= 0"]),
         (["algo.filter_groups=0"], ["algo.filter_groups is a fraction in (0, 1]"]),
+        (["algo.filter_groups=0.5"], ["a group of one episode does not vary", "algo.group_size to 2 or more"]),
     ],
 )
 def test_bad_phase_settings_name_the_fix(overrides, fragments):
