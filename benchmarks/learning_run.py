@@ -67,9 +67,11 @@ class TreeMemory:
             by_process: dict[str, int] = {}
             for process in processes:
                 try:
-                    info, name = process.memory_full_info(), process.name().split(".")[0]  # ray::Actor.method
+                    info, name = process.memory_full_info(), process.name()
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
+                if name.startswith("ray::"):
+                    name = name.split(".")[0]  # ray::Actor.method: the actor's kind
                 own = getattr(info, "pss", info.rss)
                 pss, rss = pss + own, rss + info.rss
                 by_process[name] = by_process.get(name, 0) + own
@@ -80,6 +82,10 @@ class TreeMemory:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+    def peak_gib_by_process(self) -> dict[str, float]:
+        """``peak_by_process`` in GiB, rounded to the MiB."""
+        return {name: round(pss / 2**30, 3) for name, pss in self.peak_by_process.items()}
 
 
 def _rate(values: list[float]) -> tuple[float, float]:
@@ -161,7 +167,7 @@ def main() -> None:
         "train_tokens_mean": statistics.fmean(r.get("train/tokens", 0.0) for r in steps),
         "peak_pss_gib": memory.peak_pss / 2**30,
         "peak_rss_gib": memory.peak_rss / 2**30,
-        "peak_pss_gib_by_process": {name: round(pss / 2**30, 3) for name, pss in memory.peak_by_process.items()},
+        "peak_pss_gib_by_process": memory.peak_gib_by_process(),
         "checkpoint_gib": sum(f.stat().st_size for f in checkpoints[-1].rglob("*") if f.is_file()) / 2**30
         if checkpoints
         else 0.0,

@@ -83,7 +83,7 @@ def measure(name: str, extra: list[str], steps: int, root: Path) -> dict[str, fl
         "s_per_1k_trained_tokens": 1000 * step_s / trained if trained else float("nan"),
         "s_per_1k_sampled_tokens": 1000 * step_s / sampled if sampled else float("nan"),
         "peak_pss_gib": memory.peak_pss / 2**30,
-        "peak_pss_gib_by_process": {name: round(pss / 2**30, 3) for name, pss in memory.peak_by_process.items()},
+        "peak_pss_gib_by_process": memory.peak_gib_by_process(),
         "checkpoint_gib": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file()) / 2**30,
     }
 
