@@ -21,7 +21,7 @@ from agents.engines.registry import EngineSpec, engine_kind, local_device_and_dt
 from agents.episode import EpisodeLimits
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
-from trainer.config import TrainConfig, mixed_precision, shared_critic
+from trainer.config import TrainConfig, lora_bf16_caution, mixed_precision, shared_critic
 from trainer.console import RUN_LOG, open_run_log
 from trainer.faults import FaultWatch
 from trainer.learner import Learner, LearnerSpec
@@ -125,6 +125,8 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         )
     closers.append(rollout.close)
     log.info("starting the learner: %s (%d rank(s) each)", _roles(config), config.learner_ranks)
+    if (caution := lora_bf16_caution(config)) is not None:
+        log.warning(caution)
     learner = Learner(_learner_spec(config, model_path))
     closers.append(learner.close)
     state = TrainerState(step=0, policy_version=0)

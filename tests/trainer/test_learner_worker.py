@@ -26,7 +26,7 @@ INIT = "tcp://127.0.0.1:29877"
 
 
 def batch() -> TrainBatch:
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(1)
     ids = torch.randint(5, 250, (3, 16), generator=generator)
     mask = torch.zeros(3, 16)
     mask[:, 6:10] = 1
@@ -163,3 +163,31 @@ def test_learning_rate_schedule_by_hand():
     assert [spec.lr_factor(k) for k in range(6)] == pytest.approx(expected)
     assert spec.lr_factor(100) == pytest.approx(0.1)
     assert OptimizerSpec(warmup_steps=0).lr_factor(5) == 1.0
+
+
+def agreement(lora: torch.Tensor, base: torch.Tensor, true_change: torch.Tensor) -> float:
+    """The correlation of the change the logprobs ``lora`` show over ``base`` with ``true_change``."""
+    return float(torch.corrcoef(torch.stack([(lora - base).flatten(), true_change.flatten()]))[0, 1])
+
+
+@pytest.mark.parametrize(("b_scale", "lowest", "highest"), [(1e-5, -0.3, 0.3), (1e-2, 0.99, 1.0)])
+def test_a_bf16_forward_hides_a_small_lora_change(b_scale, lowest, highest):
+    # Why trainer.precision=auto keeps LoRA in float32: each adapted layer adds the adapter's output to the
+    # base output, which is already on the bf16 grid, and rounds the sum back to it; a contribution under half
+    # a grid step vanishes. Early in RL every contribution is that small.
+    lora = LoraSpec(rank=4, alpha=8.0)
+    mixed, plain = worker(lora=lora, mixed_precision=True), worker(lora=lora)
+    for w in (mixed, plain):  # the same adapters in both
+        generator = torch.Generator().manual_seed(1)
+        for name, param in w.model.named_parameters():
+            if "lora_B" in name:
+                param.detach().to_local().copy_(b_scale * torch.randn(param.shape, generator=generator))
+    ids = torch.randint(5, 250, (8, 32), generator=torch.Generator().manual_seed(0))
+    every = torch.ones(8, 32)
+    every[:, 0] = 0
+    rows = TrainBatch(ids, torch.ones(8, 32, dtype=torch.long), every, torch.zeros(8, 32), torch.ones(8).long())
+    true_change = plain.compute_logprobs(rows, 1.0, 8) - plain.compute_logprobs(rows, 1.0, 8, base=True)
+    assert true_change.abs().mean() > 0.1 * b_scale  # float32 sees the adapters
+    shown = mixed.compute_logprobs(rows, 1.0, 8), mixed.compute_logprobs(rows, 1.0, 8, base=True)
+    seen = agreement(*shown, true_change)
+    assert lowest < seen <= highest

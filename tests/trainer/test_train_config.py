@@ -18,7 +18,14 @@ import trainer.config
 from agents.config import UsageError
 from agents.models import tiny_model_path
 from trainer.checkpoint import checkpoint_dir, mark_complete
-from trainer.config import ADVANTAGE_ESTIMATORS, TrainConfig, compose_train_config, mixed_precision, to_train_config
+from trainer.config import (
+    ADVANTAGE_ESTIMATORS,
+    TrainConfig,
+    compose_train_config,
+    lora_bf16_caution,
+    mixed_precision,
+    to_train_config,
+)
 
 CONFIG_ROOT = Path(configs.__file__).parent
 ALGOS = sorted(p.stem for p in (CONFIG_ROOT / "training" / "algo").glob("*.yaml"))
@@ -268,16 +275,29 @@ def test_gpu_settings_against_the_visible_device_count(monkeypatch):
     assert "need CUDA" in usage_error("engine=sglang", "engine.launch=true")
 
 
-def test_precision_auto_is_bf16_mixed_on_a_bf16_gpu_and_float32_on_cpu(monkeypatch):
+def test_precision_auto_is_bf16_mixed_on_a_bf16_gpu_without_lora_and_float32_elsewhere(monkeypatch):
     assert not mixed_precision(train_config())  # the CPU default
     assert mixed_precision(train_config("trainer.precision=bf16-mixed"))  # asked for, also on CPU
     monkeypatch.setattr(trainer.config, "_cuda_devices", lambda: 1)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
-    assert mixed_precision(train_config("trainer.n_gpus=1"))
-    assert not mixed_precision(train_config("trainer.n_gpus=1", "trainer.precision=float32"))
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    full = ("trainer.n_gpus=1", "model.lora_rank=0")
+    assert mixed_precision(train_config(*full))
+    assert not mixed_precision(train_config(*full, "trainer.precision=float32"))
+    # LoRA adapters (the embedded model's default): a bf16 forward would hide part of their change
     assert not mixed_precision(train_config("trainer.n_gpus=1"))
+    assert mixed_precision(train_config("trainer.n_gpus=1"), lora_rank=0)  # the warm-up, which trains every weight
+    assert mixed_precision(train_config("trainer.n_gpus=1", "trainer.precision=bf16-mixed"))  # asked for
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert not mixed_precision(train_config(*full))
+
+
+def test_bf16_with_lora_is_allowed_with_one_warning_line():
+    assert lora_bf16_caution(train_config()) is None  # LoRA in float32
+    assert lora_bf16_caution(train_config("trainer.precision=bf16-mixed", "model.lora_rank=0")) is None
+    caution = lora_bf16_caution(train_config("trainer.precision=bf16-mixed"))
+    assert "\n" not in caution
+    assert "trainer.precision=float32" in caution and "model.lora_rank=0" in caution
 
 
 def test_resume_needs_a_complete_checkpoint(tmp_path):
