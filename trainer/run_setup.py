@@ -219,10 +219,15 @@ def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:
 
 def _logical_cpus(config: TrainConfig) -> int:
     """Ray's CPU count: enough logical CPUs for every actor of the run (they take turns on the real cores)."""
-    roles = 1 + int(_separate_critic(config)) + int(_separate_reference(config))
-    wanted = config.engine.num_cpus + roles * config.learner_ranks * config.trainer.learner_cpus
+    wanted = config.engine.num_cpus + _learner_models(config) * config.learner_ranks * config.trainer.learner_cpus
     wanted += config.rollout.num_env_actors * 0.25 + 2
     return max(os.cpu_count() or 1, int(wanted + 0.999))
+
+
+def _learner_models(config: TrainConfig) -> int:
+    """The models the learner starts, each on every learner rank: the actor, and a critic and a reference
+    of their own when the run has them."""
+    return 1 + int(_separate_critic(config)) + int(_separate_reference(config))
 
 
 def _separate_critic(config: TrainConfig) -> bool:
@@ -361,8 +366,7 @@ def _learner_spec(config: TrainConfig, model_path: str) -> LearnerSpec:
             **common,
         )
     reference = WorkerSpec("reference", model_path, **common) if _separate_reference(config) else None
-    roles = 1 + (critic is not None) + (reference is not None)
-    gpu_share = _learner_gpu_share(config, roles)
+    gpu_share = _learner_gpu_share(config, _learner_models(config))
     return LearnerSpec(actor, critic, reference, ranks, config.trainer.learner_cpus, gpu_share)
 
 
