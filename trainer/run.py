@@ -14,11 +14,14 @@ before step k, and is trained one step later with the importance-sampling correc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         return print_error(exc)
     except RunFailedError as exc:
         return print_error(exc, FAILURE_EXIT)
+    except KeyboardInterrupt as exc:
+        signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
+        stopped = f"stopped by {signal.Signals(signum).name}"
+        return print_error(f"{stopped}; continue from the last checkpoint with trainer.resume=true", 128 + signum)
     print(f"run directory: {run_dir}")
     return 0
 
@@ -113,10 +120,32 @@ async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
 
     components = await build_components(config, setup)
     try:
-        await train_loop(config, components)
+        with _sigterm_stops_the_run():
+            await train_loop(config, components)
     finally:
         await components.close()
     return components.run_dir
+
+
+@contextlib.contextmanager
+def _sigterm_stops_the_run() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler ending the job) stops the run the way Ctrl-C does: ``KeyboardInterrupt``
+    (its argument the signal number) unwinds the loop, the engine, the learner and the environment actors are
+    closed and Ray shuts down. Without it Ray's handler in the driver aborts the process with a stack dump
+    (exit 134) and nothing is closed. Set once Ray is up (its start installs that handler); Python runs signal
+    handlers in the main thread only, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 async def train_loop(config: TrainConfig, c: Components) -> None:

@@ -114,3 +114,17 @@ def test_a_run_that_stops_early_exits_1_with_its_one_line_reason(monkeypatch, ca
     assert err == (
         "turngym: error: every group failed in 2 steps in a row (trainer.max_failed_steps=2), so the run stopped\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "code", "name"), [(KeyboardInterrupt(), 130, "SIGINT"), (KeyboardInterrupt(15), 143, "SIGTERM")]
+)
+def test_a_stopped_run_exits_128_plus_the_signal_with_one_line(monkeypatch, capsys, interrupt, code, name):
+    def stopped(config):
+        raise interrupt  # Ctrl-C, or SIGTERM as the run's handler raises it
+
+    monkeypatch.setattr(trainer.run, "train", stopped)
+    assert main(["env=sokoban", "model=tiny"]) == code
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"turngym: error: stopped by {name}; continue from the last checkpoint with trainer.resume=true\n"
