@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.engines.base import Engine, EngineStats, Generation, SamplingParams, WeightSync
+from agents.engines.base import DropsPrefixCache, Engine, EngineStats, Generation, SamplingParams, WeightSync
 
 __all__ = [
     "EngineClient",
@@ -65,6 +65,10 @@ class EngineHost:
 
     async def stats(self) -> EngineStats:
         return self.engine.stats()
+
+    async def drop_prefix_cache(self) -> None:
+        if isinstance(self.engine, DropsPrefixCache):
+            await self.engine.drop_prefix_cache()
 
     async def close(self) -> None:
         await self.engine.close()
@@ -109,6 +113,10 @@ class EngineClient:
     async def instance_async(self) -> str:
         """The engine actor's instance id: it changes each time Ray restarts the actor."""
         return await self.handle.instance.remote()
+
+    async def drop_prefix_cache(self) -> None:
+        """Empty the engine's prefix cache, if its engine has one that can be (else nothing happens)."""
+        await self.handle.drop_prefix_cache.remote()
 
     def factory(self) -> EngineClientFactory:
         """What to give a :class:`~trainer.rollout.RolloutManager`: each environment actor builds a client from it."""

@@ -127,6 +127,16 @@ async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
     return components.run_dir
 
 
+async def _drop_evaluation_prefixes(c: Components) -> None:
+    """Empty the engine's prefix cache after a held-out evaluation: its episodes' prefixes serve no training
+    rollout (other seeds) but would sit in the engine's memory through the next update, until the next
+    weight sync empties it (up to ``max_cached_tokens`` of keys and values: 1.4 GiB for SmolLM2 in float32)."""
+    from agents.engines.base import DropsPrefixCache
+
+    if isinstance(c.engine, DropsPrefixCache):
+        await c.engine.drop_prefix_cache()
+
+
 @contextlib.contextmanager
 def _sigterm_stops_the_run() -> Iterator[None]:
     """SIGTERM (``kill``, a scheduler ending the job) stops the run the way Ctrl-C does: ``KeyboardInterrupt``
@@ -168,6 +178,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
     if step == 0 and evaluation_due(config, 0):  # the policy RL starts from (the warm-up's, if any)
         log.info("held-out evaluation before the first update (%d episodes)", config.evaluation.episodes)
         metrics0, episodes = await evaluate_held_out(config, c.rollout, version)
+        await _drop_evaluation_prefixes(c)
         c.write_evaluation(0, episodes)
         c.writer.write(0, {**c.warmup_metrics, **metrics0, "policy_version": float(version)})
         log.info(_evaluation_line(metrics0))
@@ -201,6 +212,8 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         metrics["policy_version"] = float(version)
         if evaluation_due(config, step):  # the updated policy, before the next rollout shares the engine
             evaluation, episodes = await evaluate_held_out(config, c.rollout, version)
+            if not overlapping:  # else the next rollout is running and its prefixes are in the cache too
+                await _drop_evaluation_prefixes(c)
             c.write_evaluation(step, episodes)
             metrics.update(evaluation)
             log.info(_evaluation_line(evaluation))

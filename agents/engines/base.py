@@ -40,6 +40,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 __all__ = [
     "WEIGHT_SYNCS",
     "DiskWeights",
+    "DropsPrefixCache",
     "Engine",
     "EngineStats",
     "FinishReason",
@@ -183,6 +184,15 @@ class Engine(Protocol):
 
     async def close(self) -> None:
         """Release the engine's resources; later calls raise."""
+        ...
+
+
+@runtime_checkable
+class DropsPrefixCache(Protocol):
+    """What an engine whose prefix cache can be emptied on request adds to :class:`Engine`."""
+
+    async def drop_prefix_cache(self) -> None:
+        """Forget every cached prefix and give its memory back; the weights and the policy version stay."""
         ...
 
 

@@ -93,7 +93,7 @@ class _Request:
 
 @dataclass
 class _Update:
-    state_dict: Mapping[str, Any]
+    state_dict: Mapping[str, Any] | None  # None: only drop the prefix cache (the weights and version stay)
     policy_version: int
     abort_in_flight: bool
     future: concurrent.futures.Future
@@ -163,7 +163,14 @@ class HfEngine:
         self, state_dict: Mapping[str, Any], policy_version: int, *, abort_in_flight: bool = False
     ) -> None:
         """Load a full state dict in place, drop the prefix cache and set the version (semantics: module docstring)."""
-        update = _Update(state_dict, policy_version, abort_in_flight, concurrent.futures.Future())
+        await self._queue_update(_Update(state_dict, policy_version, abort_in_flight, concurrent.futures.Future()))
+
+    async def drop_prefix_cache(self) -> None:
+        """Forget every cached prefix and give its memory back; the weights and the policy version stay. Like a
+        weight update it waits for the running sequences (an evaluation's prefixes are no use to training)."""
+        await self._queue_update(_Update(None, -1, False, concurrent.futures.Future()))
+
+    async def _queue_update(self, update: _Update) -> None:
         with self._condition:
             self._check_open()
             self._updates.append(update)
@@ -261,19 +268,21 @@ class HfEngine:
             self._retire_all("abort")
         if self._running:
             return  # wait for the running sequences to finish with the old weights
-        try:
-            state_dict = _checked_state_dict(self.model, update.state_dict)
-        except ValueError as error:  # the caller's mistake, found before any weight changed: the loop goes on
-            with self._condition:
-                self._updates.popleft()
-            update.future.set_exception(error)
-            return
-        self.model.load_state_dict(state_dict, strict=False)
+        if update.state_dict is not None:
+            try:
+                state_dict = _checked_state_dict(self.model, update.state_dict)
+            except ValueError as error:  # the caller's mistake, found before any weight changed: the loop goes on
+                with self._condition:
+                    self._updates.popleft()
+                update.future.set_exception(error)
+                return
+            self.model.load_state_dict(state_dict, strict=False)
         self._prefix.clear()
         return_free_memory()  # the cleared prefix cache's keys and values; the learner trains next
         with self._condition:
             self._updates.popleft()
-            self._stats.policy_version = update.policy_version
+            if update.state_dict is not None:
+                self._stats.policy_version = update.policy_version
         update.future.set_result(None)
 
     def _admit_waiting(self) -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from agents.engines.base import Engine, SamplingParams
+from agents.engines.base import DropsPrefixCache, Engine, SamplingParams
 from agents.engines.hf import HfEngine
 
 VOCAB = 512
@@ -200,6 +200,23 @@ async def test_update_weights_leaves_no_stale_cache():
     assert after.output_ids == expected.output_ids == reference_greedy(new_model, second_input, 12)
     assert after.output_ids != warm.output_ids
     assert engine.stats().policy_version == 3
+
+
+async def test_dropping_the_prefix_cache_keeps_the_weights_and_the_version():
+    engine = HfEngine(tiny_model(seed=0), max_batch_size=4)
+    await engine.update_weights(tiny_model(seed=0).state_dict(), policy_version=2)
+    first_input = prompt(30)
+    first = await engine.generate(first_input, GREEDY)
+    assert engine.stats().extra["prefix_cache_tokens"] > 0
+    await engine.drop_prefix_cache()
+    assert engine.stats().extra["prefix_cache_tokens"] == 0
+    second_input = first_input + list(first.output_ids) + prompt(5, 9)
+    after = await engine.generate(second_input, GREEDY)
+    await engine.close()
+    assert after.cached_tokens == 0  # prefilled again, from the same weights
+    assert after.output_ids == reference_greedy(tiny_model(seed=0), second_input, 12)
+    assert engine.stats().policy_version == 2
+    assert isinstance(engine, DropsPrefixCache)
 
 
 async def test_update_waits_for_running_requests_by_default():
