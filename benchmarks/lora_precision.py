@@ -33,7 +33,7 @@ from agents.chat import ChatRenderer
 from agents.config import env_options
 from agents.episode import EpisodeLimits
 from agents.models import load_model, load_tokenizer, resolve_model
-from trainer.algos import Aggregation
+from trainer.algos import Aggregation, token_logprobs
 from trainer.batch import build_batch
 from trainer.config import compose_train_config, to_train_config
 from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
@@ -60,8 +60,7 @@ def plain_logprobs(model, batch, device: str) -> torch.Tensor:
     for i in range(len(batch)):
         n = int(batch.attention_mask[i].sum())
         ids = batch.input_ids[i : i + 1, :n].to(device)
-        logits = model(input_ids=ids).logits[0, :-1].float()
-        out[i, 1:n] = torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None])[:, 0].cpu()
+        out[i, 1:n] = token_logprobs(model(input_ids=ids).logits[0, :-1], ids[0, 1:]).cpu()
     return out * batch.response_mask
 
 
