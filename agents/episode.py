@@ -153,6 +153,8 @@ class _Episode:
     def __init__(self, env: TextEnv, trajectory: Trajectory, limits: EpisodeLimits, observer: Observer | None):
         self.env, self.trajectory, self.limits, self.observer = env, trajectory, limits, observer
         self.rewards: list[float] = []
+        self.reports_state = False  # the env's infos carry state_key / distance_to_goal
+        self.state: tuple[str | None, int | None] = (None, None)  # the position the next turn starts from
         self.started = time.perf_counter()
         self.generate_s = 0.0
         self.env_s = 0.0
@@ -162,6 +164,9 @@ class _Episode:
         observation, info = await _call_env(self.env.reset, self.limits.step_timeout_s, seed=seed)
         self.env_s += time.perf_counter() - started
         self.trajectory.messages = self.env.messages()
+        self.reports_state = "state_key" in info or "distance_to_goal" in info
+        self.state = _state_of(info)
+        self.trajectory.initial_distance = self.state[1]
         if self.observer is not None:
             self.observer(StepEvent(self.env, 0, None, observation, 0.0, False, False, info, None))
 
@@ -179,6 +184,11 @@ class _Episode:
         if generation is not None and generation.output_ids:
             t.turn_rewards.append(float(reward))
             t.turn_end_indices.append(len(t.response_ids) - 1)
+            if self.reports_state:
+                t.turn_state_keys.append(self.state[0])
+                t.turn_distances_before.append(self.state[1])
+                t.turn_distances_after.append(_state_of(info)[1])
+        self.state = _state_of(info)
         t.episode_return = episode_return(self.rewards)
         t.success = bool(info.get("success", False))
         t.metrics.update({f"env/{k}": float(v) for k, v in info.get("metrics", {}).items()})
@@ -221,6 +231,12 @@ class _Episode:
             num_tokens=float(t.num_tokens),
         )
         return t
+
+
+def _state_of(info: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """``(state_key, distance_to_goal)`` of an env's info; ``None`` for a key it does not report."""
+    key, distance = info.get("state_key"), info.get("distance_to_goal")
+    return (None if key is None else str(key)), (None if distance is None else int(distance))
 
 
 def _new_trajectory(spec: EpisodeSpec, policy_version: int) -> Trajectory:

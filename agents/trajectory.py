@@ -21,6 +21,13 @@ A :class:`Trajectory` is one episode of one environment with one policy, as toke
     turn's last sampled token (where a learner places the reward). A turn that sampled no token
     (possible only with an empty generation) has no entry; its reward is still in ``episode_return``.
 
+``turn_state_keys`` / ``turn_distances_before`` / ``turn_distances_after``
+    Aligned with ``turn_rewards``, for environments that report their exact state (``info["state_key"]``
+    and ``info["distance_to_goal"]``, see :mod:`envs.core`): the key of the position each turn started
+    from, and the solver's distance to the goal before and after the turn (``None``: unsolvable or
+    unknown). Empty when the environment reports neither key; ``initial_distance`` is the distance at
+    the reset (the level's difficulty). For the learner and the curriculum only: the model never saw them.
+
 ``termination`` says why the episode ended: ``terminated`` and ``truncated`` with Gymnasium's
 meanings (``truncated`` includes the turn limit), ``max_tokens`` when the context budget ran out,
 ``error`` when the environment or the engine failed (``error`` holds the message). A trajectory
@@ -67,6 +74,10 @@ class Trajectory:
     env_options: dict[str, Any] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
     finish_reasons: list[str] = field(default_factory=list)
+    turn_state_keys: list[str | None] = field(default_factory=list)
+    turn_distances_before: list[int | None] = field(default_factory=list)
+    turn_distances_after: list[int | None] = field(default_factory=list)
+    initial_distance: int | None = None
     #: Wall-clock seconds: ``generate_s`` (waiting for the engine), ``env_s`` (env.reset/step), ``total_s``.
     timings: dict[str, float] = field(default_factory=dict)
     #: Environment metrics of the last step (``info["metrics"]``) plus the loop's own counters.
@@ -85,6 +96,11 @@ class Trajectory:
     def trainable(self) -> bool:
         """False for trajectories that ended in an error or sampled nothing: a learner skips them."""
         return self.termination != "error" and self.num_sampled_tokens > 0
+
+    @property
+    def has_state_info(self) -> bool:
+        """True when the environment reported its state on every turn (see ``turn_state_keys``)."""
+        return len(self.turn_state_keys) == len(self.turn_rewards) > 0
 
     def validate(self) -> None:
         """Raise ``ValueError`` if the record breaks an invariant of the module docstring."""
@@ -106,6 +122,11 @@ class Trajectory:
             raise ValueError("every turn_end_index must point at a sampled token of response_ids")
         if list(self.turn_end_indices) != sorted(set(self.turn_end_indices)):
             raise ValueError("turn_end_indices must be strictly increasing")
+        state_lists = (self.turn_state_keys, self.turn_distances_before, self.turn_distances_after)
+        if any(state_lists) and any(len(x) != len(self.turn_rewards) for x in state_lists):
+            raise ValueError(
+                "turn_state_keys, turn_distances_before and turn_distances_after are empty or one per turn reward"
+            )
         if self.termination not in TERMINATIONS:
             raise ValueError(f"termination must be one of {TERMINATIONS}, got {self.termination!r}")
         if (self.termination == "error") != (self.error is not None):

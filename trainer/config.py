@@ -32,7 +32,7 @@ from agents.config import UsageError, _typed_config, align_env_turns, check_choi
 from agents.engines.registry import engine_kind, engine_names
 from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
-from trainer.estimators import ESTIMATORS
+from trainer.estimators import ESTIMATORS, Estimator
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -65,6 +65,23 @@ class TISConfig:
     level: str = "none"  # none | token | sequence
     mode: str = "clamp"  # clamp | mask
     cap: float = 2.0
+
+
+@dataclass
+class ShapingConfig:
+    """Progress shaping from the env's ``distance_to_goal`` (:func:`trainer.algos.credit.progress_shaping`)."""
+
+    coef: float = 0.0  # reward per move of progress, coef * (gamma * Phi(s') - Phi(s)), Phi = -distance; 0: off
+    gamma: float = 1.0  # the shaping's discount per turn; 1 keeps it a pure telescoping sum
+    unsolvable_distance: float = 20.0  # the distance an unsolvable (or unknown) position counts as
+
+
+@dataclass
+class StepGroupsConfig:
+    """GiGPO's step-level groups over the env's ``state_key`` (:func:`trainer.algos.credit.step_group_advantages`)."""
+
+    weight: float = 0.0  # omega: advantage += weight * step-level relative advantage; 0: off
+    gamma: float = 0.95  # the discount over turns of each turn's return (GiGPO's 0.95)
 
 
 @dataclass
@@ -102,6 +119,14 @@ class AlgoConfig:
     reuse_check_rows: int = 2
     reuse_max_mismatch: float = 1e-3  # the largest |engine - learner| logprob on a checked sampled token
     filter_groups: float = 1.0  # keep this fraction of groups, those with the largest reward std (RAGEN); 1: all
+    # Credit from the env's exact state (info["state_key"], info["distance_to_goal"]); any estimator.
+    shaping: ShapingConfig = field(default_factory=ShapingConfig)
+    step_groups: StepGroupsConfig = field(default_factory=StepGroupsConfig)
+
+    @property
+    def uses_state(self) -> bool:
+        """The run needs the env's state info: progress shaping or step-level groups are on."""
+        return self.shaping.coef != 0 or self.step_groups.weight != 0
 
 
 @dataclass
@@ -380,6 +405,7 @@ def _check_algo(config: TrainConfig) -> None:
         f"algo.filter_groups={algo.filter_groups} keeps the groups whose returns vary most, and a group of one "
         "episode does not vary: set algo.group_size to 2 or more, or algo.filter_groups=1",
     )
+    _check_state_credit(algo, estimator)
     _require(
         algo.reuse_check_rows >= 1 and algo.reuse_max_mismatch > 0,
         "algo.reuse_check_rows must be >= 1 and algo.reuse_max_mismatch > 0 "
@@ -388,6 +414,23 @@ def _check_algo(config: TrainConfig) -> None:
     _require(
         not algo.off_policy or algo.tis.level != "none",
         "algo.off_policy=true trains on one-step-old rollouts: correct them with algo.tis.level=token (or sequence)",
+    )
+
+
+def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
+    shaping, steps = algo.shaping, algo.step_groups
+    _require(shaping.coef >= 0, f"algo.shaping.coef must be >= 0 (0: off), got {shaping.coef}")
+    _require(0 <= shaping.gamma <= 1, f"algo.shaping.gamma must be in [0, 1], got {shaping.gamma}")
+    _require(
+        shaping.unsolvable_distance >= 0,
+        f"algo.shaping.unsolvable_distance must be >= 0, got {shaping.unsolvable_distance}",
+    )
+    _require(steps.weight >= 0, f"algo.step_groups.weight must be >= 0 (0: off), got {steps.weight}")
+    _require(0 <= steps.gamma <= 1, f"algo.step_groups.gamma must be in [0, 1], got {steps.gamma}")
+    _require(
+        not estimator.step_groups or steps.weight > 0,
+        f"algo.advantage={algo.advantage} adds step-level group advantages: set algo.step_groups.weight > 0 "
+        "(GiGPO's omega, 1 in the paper), or use algo.advantage=grpo",
     )
 
 

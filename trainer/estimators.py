@@ -3,6 +3,11 @@
 Adding an estimator is one entry in :data:`ESTIMATORS` (and a ``configs/training/algo/<name>.yaml`` that
 selects it): the config checks (:mod:`trainer.config`) read ``critic`` and ``groups`` from here, and the
 training step (:func:`trainer.train_step.estimate_advantages`) calls ``compute``.
+
+Two terms built on the environment's exact state combine with every row (:mod:`trainer.algos.credit`):
+``algo.shaping`` adds progress shaping to the turn rewards before ``compute`` sees them, and
+``algo.step_groups`` adds GiGPO's step-level group advantage to what ``compute`` returns. The ``gigpo`` row
+is GRPO with the step-level term required: GiGPO as its paper defines it.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ class AdvantageInputs:
 class Estimator:
     """One advantage estimator. ``compute(inputs, algo)`` returns advantages ``[B, L]`` and the critic's
     returns ``[B, L]`` (``None`` for critic-free estimators). ``critic``: it needs values; ``groups``: it
-    compares the episodes of one seed, so ``algo.group_size`` must be at least 2."""
+    compares the episodes of one seed, so ``algo.group_size`` must be at least 2; ``step_groups``: it is
+    defined with the step-level term, so ``algo.step_groups.weight`` must be positive."""
 
     name: str
     compute: Callable[[AdvantageInputs, Any], tuple[Tensor, Tensor | None]]
     critic: bool = False
     groups: bool = False
+    step_groups: bool = False
 
 
 def _gae(x: AdvantageInputs, algo: Any) -> tuple[Tensor, Tensor | None]:
@@ -79,6 +86,8 @@ ESTIMATORS: dict[str, Estimator] = {
     for e in (
         Estimator("gae", _gae, critic=True),
         Estimator("grpo", _grpo, groups=True),
+        # GiGPO (Feng et al. 2025): GRPO's episode-level advantage plus omega x the step-level one
+        Estimator("gigpo", _grpo, groups=True, step_groups=True),
         Estimator("rloo", _rloo, groups=True),
         Estimator("reinforce_pp", _reinforce_pp),
         Estimator("reinforce_pp_baseline", _reinforce_pp_baseline, groups=True),

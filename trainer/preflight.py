@@ -5,8 +5,9 @@ directory does not already hold a run (unless resuming), and builds one environm
 requested configuration in this process and resets it once (:func:`agents.preflight.make_checked_env`,
 the same check ``agents.eval`` and ``agents.play`` make); with ``env=agent`` it loads the agent and
 makes its first task instead. So a typo'd option (``env.dimm=8``), an
-impossible room (``env.dim=3``) or an environment whose sandbox cannot start fails in about a
-second, as a :class:`~agents.config.UsageError` whose one line names the fix, instead of a run that
+impossible room (``env.dim=3``), an environment whose sandbox cannot start, or credit that needs the
+environment's exact state (``algo.shaping``, ``algo.step_groups``) from one that does not report it fails
+in about a second, as a :class:`~agents.config.UsageError` whose one line names the fix, instead of a run that
 trains nothing.
 """
 
@@ -42,7 +43,28 @@ def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> N
         _check_agent(config)
         return
     env = make_checked_env(config.env["id"], env_options(config), seed=trainer.seed)
-    env.close()
+    try:
+        if config.algo.uses_state:
+            _check_state_info(config, env.reset(seed=trainer.seed)[1])
+    finally:
+        env.close()
+
+
+def _check_state_info(config: TrainConfig, info: dict) -> None:
+    """Shaping needs ``info["distance_to_goal"]`` and step groups ``info["state_key"]`` (see envs.core)."""
+    algo, env_id = config.algo, config.env["id"]
+    needs = []
+    if algo.shaping.coef != 0 and "distance_to_goal" not in info:
+        needs.append(("distance_to_goal", "algo.shaping.coef=0"))
+    if algo.step_groups.weight != 0 and "state_key" not in info:
+        needs.append(("state_key", "algo.step_groups.weight=0" if algo.advantage != "gigpo" else "algo=grpo"))
+    if needs:
+        keys = " and ".join(f'info["{key}"]' for key, _ in needs)
+        fixes = " and ".join(fix for _, fix in needs)
+        raise UsageError(
+            f"env={env_id} reports no {keys}, which {algo.name}'s state-based credit needs: set {fixes}, or use an "
+            "env with an exact solver (sokoban, frozenlake)"
+        )
 
 
 def _check_agent(config: TrainConfig) -> None:

@@ -5,8 +5,9 @@ The three phases are separate functions so the loop in ``trainer.run`` shows eve
 * :func:`score_batch` - the learner's logprobs of the policy that collected the data (``old``, at the
   rollout temperature), the reference's and the critic's values, and the truncated importance weights
   between the engine's and the learner's logprobs;
-* :func:`estimate_advantages` - turn rewards placed on each turn's last sampled token, the optional
-  KL penalty in the reward, then the estimator ``algo.advantage`` names (:data:`ESTIMATORS`);
+* :func:`estimate_advantages` - turn rewards (plus the optional progress shaping) placed on each turn's
+  last sampled token, the optional KL penalty in the reward, then the estimator ``algo.advantage`` names
+  (:data:`ESTIMATORS`), plus the optional step-level group term (:mod:`trainer.algos.credit`);
 * :func:`update` - ``algo.ppo_epochs`` passes over ``algo.mini_batches`` shuffled mini-batches; each
   mini-batch is one optimizer step of the actor (and of the critic), normalised by the mini-batch's
   global token and sequence counts (``trainer.algos.Aggregation``).
@@ -25,6 +26,7 @@ from agents.trajectory import Trajectory
 from trainer.algos import (
     Aggregation,
     apply_kl_penalty,
+    credit,
     group_statistics,
     kl_estimate,
     logprob_mismatch,
@@ -116,10 +118,9 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     the scores too.
     """
     mask = batch.response_mask
-    token_rewards = place_turn_rewards(
-        [t.turn_rewards for t in trajectories], [reward_positions(t) for t in trajectories], tuple(mask.shape)
-    )
-    metrics: dict[str, float] = {}
+    turn_rewards, metrics = _shaped_turn_rewards(trajectories, algo)
+    columns = [reward_positions(t) for t in trajectories]
+    token_rewards = place_turn_rewards(turn_rewards, columns, tuple(mask.shape))
     if algo.kl_in_reward and algo.kl_coef > 0:
         kl = kl_estimate(batch.old_logprobs, batch.ref_logprobs, algo.kl_estimator)
         token_rewards = apply_kl_penalty(token_rewards, kl, mask, algo.kl_coef)
@@ -128,6 +129,12 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     group_index = torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long)
     inputs = AdvantageInputs(token_rewards, mask, scores, group_index, batch.values)
     batch.advantages, batch.returns = ESTIMATORS[algo.advantage].compute(inputs, algo)
+    metrics["advantage/episode_abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
+    if algo.step_groups.weight > 0:
+        step_term, step_metrics = _step_group_term(trajectories, turn_rewards, columns, mask, algo)
+        batch.advantages = batch.advantages + algo.step_groups.weight * step_term
+        metrics.update(step_metrics)
+        metrics["advantage/step_abs_mean"] = float(masked_mean((algo.step_groups.weight * step_term).abs(), mask))
     metrics["advantage/mean"] = float(masked_mean(batch.advantages, mask))
     metrics["advantage/abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     metrics.update({f"groups/{k}": float(v) for k, v in group_statistics(scores, group_index).items()})
@@ -135,10 +142,88 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     signal = success_signal(success, group_index, (batch.advantages.abs() * mask).sum(dim=1))
     metrics["groups/mixed_success_group_fraction"] = signal["mixed_success_group_fraction"]
     metrics["advantage/share_without_success"] = signal["advantage_share_without_success"]
+    metrics.update(_state_metrics(trajectories, success, group_index))
     if batch.returns is not None:
         # The values the advantages were estimated with; critic/value_mean is the update's (its value loss's).
         metrics["critic/return_mean"] = float(masked_mean(batch.returns, mask))
         metrics["advantage/value_mean"] = float(masked_mean(batch.values, mask))
+    return metrics
+
+
+def _shaped_turn_rewards(
+    trajectories: Sequence[Trajectory], algo: AlgoConfig
+) -> tuple[list[list[float]], dict[str, float]]:
+    """Each trajectory's turn rewards, plus progress shaping when ``algo.shaping.coef`` is positive.
+
+    The shaping is logged apart (``shaping/return_mean``); the environment's return, success and every
+    evaluation stay the environment's own.
+    """
+    rewards = [list(t.turn_rewards) for t in trajectories]
+    shaping = algo.shaping
+    if shaping.coef == 0:
+        return rewards, {}
+    terms = [
+        credit.progress_shaping(
+            t.turn_distances_before,
+            t.turn_distances_after,
+            coef=shaping.coef,
+            gamma=shaping.gamma,
+            unsolvable_distance=shaping.unsolvable_distance,
+        )
+        if t.has_state_info
+        else [0.0] * len(t.turn_rewards)
+        for t in trajectories
+    ]
+    shaped = [[r + f for r, f in zip(row, extra, strict=True)] for row, extra in zip(rewards, terms, strict=True)]
+    return shaped, {"shaping/return_mean": statistics.fmean(sum(extra) for extra in terms) if terms else 0.0}
+
+
+def _step_group_term(
+    trajectories: Sequence[Trajectory],
+    turn_rewards: Sequence[Sequence[float]],
+    columns: Sequence[Sequence[int]],
+    mask: Tensor,
+    algo: AlgoConfig,
+) -> tuple[Tensor, dict[str, float]]:
+    """GiGPO's step-level advantage on every turn's tokens ``[B, L]`` (before the weight), and its metrics."""
+    returns = [credit.turn_returns(rewards, algo.step_groups.gamma) for rewards in turn_rewards]
+    keys = [
+        key for t in trajectories for key in (t.turn_state_keys if t.has_state_info else [None] * len(t.turn_rewards))
+    ]
+    flat = torch.tensor([r for row in returns for r in row], dtype=torch.float64)
+    step = credit.step_group_advantages(flat, keys, normalize_std=algo.normalize_std)
+    per_turn, start = [], 0
+    for row in returns:
+        per_turn.append(step[start : start + len(row)].tolist())
+        start += len(row)
+    counts: dict[str | None, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    turns = max(len(keys), 1)
+    grouped = [counts[k] for k in keys if k is not None]
+    metrics = {
+        "credit/step_grouped_turn_fraction": sum(key is not None and counts[key] > 1 for key in keys) / turns,
+        "credit/step_signal_turn_fraction": float((step != 0).double().sum()) / turns,
+        "credit/step_group_size_mean": statistics.fmean(grouped) if grouped else 0.0,
+    }
+    return credit.turn_values_to_tokens(per_turn, columns, mask), metrics
+
+
+def _state_metrics(trajectories: Sequence[Trajectory], success: Tensor, group_index: Tensor) -> dict[str, float]:
+    """Whether credit can reach failed episodes: groups without a success, and turns that made progress."""
+    groups = int(group_index.max()) + 1 if len(group_index) else 0
+    succeeded = torch.zeros(groups, dtype=torch.float64).index_add(0, group_index, success.double()) > 0
+    metrics = {"credit/no_success_group_fraction": float((~succeeded).double().mean()) if groups else 0.0}
+    known = [
+        (before, after)
+        for t in trajectories
+        if t.has_state_info
+        for before, after in zip(t.turn_distances_before, t.turn_distances_after, strict=True)
+        if before is not None
+    ]
+    if known:
+        metrics["credit/progress_turn_fraction"] = sum(a is not None and a < b for b, a in known) / len(known)
+        metrics["credit/regress_turn_fraction"] = sum(a is None or a > b for b, a in known) / len(known)
     return metrics
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -201,3 +202,34 @@ def test_chat_episode_failure_is_an_error_trajectory():
 
     t = asyncio.run(run_chat_episode(ScriptedEnv(), chat, SPEC))
     assert t.termination == "error" and t.error == "TimeoutError: API timed out"
+
+
+class StatefulEnv(ScriptedEnv):
+    """ScriptedEnv that reports its position as the last action's text and a distance that counts down."""
+
+    def _reset(self, options):
+        observation, info = super()._reset(options)
+        return observation, {**info, "state_key": "start", "distance_to_goal": len(self.rewards)}
+
+    def _step(self, action):
+        outcome = super()._step(action)
+        distance = None if action == "lost" else len(self.rewards) - len(self.actions)
+        extra = {"state_key": f"after-{action}", "distance_to_goal": distance}
+        return dataclasses.replace(outcome, extra_info={**outcome.extra_info, **extra})
+
+
+def test_state_keys_and_distances_are_recorded_per_trained_turn():
+    env = StatefulEnv(rewards=(0.0, 0.0, 1.0))
+    engine = ScriptedEngine([("ab", -0.5, "stop"), ("lost", -0.25, "stop"), ("d", -1.0, "stop")])
+    t = play(env, engine)
+    # each turn records the position it started from, and the distance before and after its step
+    assert t.turn_state_keys == ["start", "after-ab", "after-lost"]
+    assert t.turn_distances_before == [3, 2, None]
+    assert t.turn_distances_after == [2, None, 0]
+    assert t.initial_distance == 3 and t.has_state_info
+
+
+def test_an_env_without_state_info_leaves_the_state_fields_empty():
+    t = play(ScriptedEnv(rewards=(0.0, 1.0)), ScriptedEngine([("a", -0.5, "stop"), ("b", -0.5, "stop")]))
+    assert t.turn_state_keys == t.turn_distances_before == t.turn_distances_after == []
+    assert t.initial_distance is None and not t.has_state_info

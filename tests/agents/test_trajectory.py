@@ -46,6 +46,8 @@ def test_valid_record_passes_and_counts():
         ({"turn_end_indices": [3, 6]}, "sampled token"),
         ({"turn_end_indices": [6, 2]}, "increasing"),
         ({"turn_rewards": [1.0]}, "same length"),
+        ({"turn_state_keys": ["a"], "turn_distances_before": [1], "turn_distances_after": [0]}, "one per turn"),
+        ({"turn_state_keys": ["a", "b"]}, "one per turn"),
         ({"termination": "crashed"}, "termination"),
         ({"termination": "error"}, "error is set"),
     ],
@@ -56,6 +58,18 @@ def test_broken_invariants_are_named(change, message):
         setattr(t, key, value)
     with pytest.raises(ValueError, match=message):
         t.validate()
+
+
+def test_state_info_round_trips_and_old_records_without_it_still_load():
+    t = valid()
+    t.turn_state_keys, t.turn_distances_before, t.turn_distances_after = ["s0", "s1"], [4, None], [None, 0]
+    t.initial_distance = 4
+    t.validate()
+    assert t.has_state_info and Trajectory.from_json(t.to_json()) == t
+    old = valid().to_dict()
+    for key in ("turn_state_keys", "turn_distances_before", "turn_distances_after", "initial_distance"):
+        del old[key]
+    assert not Trajectory.from_dict(old).has_state_info
 
 
 def test_error_trajectories_are_not_trainable():

@@ -50,7 +50,7 @@ def usage_error(*overrides: str) -> str:
 
 
 def test_the_group_folders_hold_the_documented_files():
-    assert ALGOS == ["dr_grpo", "grpo", "ppo", "reinforce_pp", "reinforce_pp_baseline", "rloo"]
+    assert ALGOS == ["dr_grpo", "gigpo", "grpo", "ppo", "reinforce_pp", "reinforce_pp_baseline", "rloo"]
     assert MODELS == ["hf", "smollm2", "tiny"] and ENGINES == ["hf", "sglang"]
 
 
@@ -80,6 +80,7 @@ ALGO_VALUES = {
         kl_coef=0.0,
     ),
     "rloo": dict(advantage="rloo", critic=False, group_size=4, kl_coef=0.0),
+    "gigpo": dict(advantage="gigpo", critic=False, group_size=4, normalize_std=True, kl_coef=0.001),
     "reinforce_pp": dict(
         advantage="reinforce_pp", critic=False, group_size=1, kl_coef=0.001, kl_estimator="k2", kl_in_reward=True
     ),
@@ -102,6 +103,15 @@ def test_each_algo_file_composes_with_its_typed_values(algo):
     assert (config.algo.tis.level, config.algo.tis.mode, config.algo.tis.cap) == ("none", "clamp", 2.0)
     # 16 seeds a step (train.yaml) times the file's group size.
     assert config.episodes_per_step == 16 * ALGO_VALUES[algo]["group_size"]
+
+
+def test_gigpo_turns_the_step_groups_on_and_the_state_credit_is_off_elsewhere():
+    gigpo = train_config("algo=gigpo").algo
+    assert (gigpo.step_groups.weight, gigpo.step_groups.gamma, gigpo.shaping.coef) == (1.0, 0.95, 0.0)
+    assert gigpo.uses_state
+    ppo = train_config("algo=ppo", "algo.shaping.coef=0.1").algo
+    assert ppo.uses_state and ppo.shaping.unsolvable_distance == 20.0
+    assert not train_config("algo=grpo").algo.uses_state
 
 
 def test_train_yaml_values_override_the_schema_defaults():
@@ -245,6 +255,9 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["algo.critc=false"], ["algo.critc", "not in 'AlgoConfig'", "--help"]),
         (["trainer.total_steps=abc"], ["'abc'", "could not be converted to Integer", "trainer.total_steps"]),
         (["trainer.total_steps"], ["overrides look like key=value"]),
+        (["algo=gigpo", "algo.step_groups.weight=0"], ["algo.advantage=gigpo adds step-level", "weight > 0"]),
+        (["algo.shaping.coef=-1"], ["algo.shaping.coef must be >= 0 (0: off), got -1"]),
+        (["algo.step_groups.gamma=2"], ["algo.step_groups.gamma must be in [0, 1], got 2"]),
     ],
 )
 def test_usage_errors_name_the_fix(overrides, words):

@@ -54,6 +54,8 @@ def config_for(tmp_path: Path, *overrides: str):
         (["env.dimm=8"], "environment 'sokoban' does not accept 'dimm' (did you mean 'dim'?)"),
         (["env.dim=3"], "a 3x3 room (outer walls included) has 1 inner cells, too few for 1 box(es)"),
         (["env=no-sandbox-test"], "environment 'no-sandbox-test' cannot be built: RuntimeError: CodeEnv cannot"),
+        (["env=toolcall", "algo=gigpo"], 'env=toolcall reports no info["state_key"], which gigpo\'s state-based'),
+        (["env=toolcall", "algo.shaping.coef=0.1"], 'reports no info["distance_to_goal"], which ppo\'s'),
     ],
 )
 def test_a_run_that_cannot_work_fails_in_seconds_without_ray(tmp_path, overrides, message):

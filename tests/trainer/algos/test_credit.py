@@ -1,0 +1,72 @@
+"""Progress shaping and GiGPO's step-level groups (trainer.algos.credit), on hand-derived values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trainer.algos.credit import (
+    progress_potential,
+    progress_shaping,
+    step_group_advantages,
+    turn_returns,
+    turn_values_to_tokens,
+)
+
+
+def test_shaping_pays_progress_and_charges_a_lost_level():
+    # coef 0.5, gamma 1: F = 0.5 * (d_before - d_after); 3 -> 2 pays 0.5, 2 -> 2 nothing, 2 -> 0 pays 1.0
+    assert progress_shaping([3, 2, 2], [2, 2, 0], coef=0.5, unsolvable_distance=10) == [0.5, 0.0, 1.0]
+    # a box pushed into a corner: Phi goes from -2 to -10, F = 1 * (-10 - (-2)) = -8
+    assert progress_shaping([2], [None], coef=1.0, unsolvable_distance=10) == [-8.0]
+    # gamma 0.9: 0.9 * (-2) - (-3) = 1.2
+    assert progress_shaping([3], [2], coef=1.0, gamma=0.9, unsolvable_distance=10) == pytest.approx([1.2])
+    assert progress_potential(None, 7) == -7.0 and progress_potential(4, 7) == -4.0
+    with pytest.raises(ValueError, match="distances"):
+        progress_shaping([1, 2], [1], coef=1.0, unsolvable_distance=5)
+
+
+distances = st.one_of(st.none(), st.integers(min_value=0, max_value=30))
+
+
+@given(st.lists(distances, min_size=1, max_size=8), st.floats(min_value=0.0, max_value=2.0))
+def test_undiscounted_shaping_telescopes_to_the_first_and_last_potential(path, coef):
+    # a path of positions d_0, d_1, ..., d_n: turn k goes from d_k to d_{k+1}
+    before, after = path[:-1], path[1:]
+    terms = progress_shaping(before, after, coef=coef, unsolvable_distance=20)
+    expected = coef * (progress_potential(path[-1], 20) - progress_potential(path[0], 20)) if terms else 0.0
+    assert math.isclose(sum(terms), expected, abs_tol=1e-9)
+
+
+def test_turn_returns_discount_later_turns():
+    # R_2 = 10; R_1 = -0.2 + 0.5 * 10 = 4.8; R_0 = -0.1 + 0.5 * 4.8 = 2.3
+    assert turn_returns([-0.1, -0.2, 10.0], 0.5) == pytest.approx([2.3, 4.8, 10.0])
+    assert turn_returns([], 0.9) == []
+
+
+def test_step_groups_compare_turns_from_the_same_position_only():
+    returns = torch.tensor([1.0, 3.0, 5.0, 7.0, 2.0], dtype=torch.float64)
+    keys = ["a", "a", "b", None, "a"]
+    # group a = {1, 3, 2}: mean 2 -> -1, +1, 0; b and None are groups of one -> 0
+    centred = step_group_advantages(returns, keys, normalize_std=False)
+    assert centred.tolist() == [-1.0, 1.0, 0.0, 0.0, 0.0]
+    # unbiased std of {1, 3, 2} is 1, so the normalised values are the same up to eps
+    normalised = step_group_advantages(returns, keys, normalize_std=True)
+    assert normalised.tolist() == pytest.approx([-1.0, 1.0, 0.0, 0.0, 0.0], abs=1e-5)
+    # two None keys are never one group, even with different returns
+    assert step_group_advantages(torch.tensor([0.0, 1.0]), [None, None]).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="state keys"):
+        step_group_advantages(torch.tensor([1.0]), ["a", "b"])
+
+
+def test_turn_values_land_on_each_turns_sampled_tokens():
+    mask = torch.tensor([[0, 1, 1, 0, 0, 1, 1, 0], [0, 0, 1, 0, 1, 0, 0, 0]], dtype=torch.float32)
+    # row 0: turn 0 ends at column 2, turn 1 at 6; row 1: one turn ending at 2, a sampled token at 4 owned by no turn
+    out = turn_values_to_tokens([[2.0, -1.0], [0.5]], [[2, 6], [2]], mask)
+    assert out.tolist() == [[0, 2, 2, 0, 0, -1, -1, 0], [0, 0, 0.5, 0, 0, 0, 0, 0]]
+    with pytest.raises(ValueError, match="turn ends"):
+        turn_values_to_tokens([[1.0]], [[1, 2]], mask[:1])

@@ -1,0 +1,135 @@
+"""The training step's state-based credit (trainer.train_step.estimate_advantages) on a hand-built batch.
+
+Two episodes of one seed, two turns each. Layout of every row: prompt [1, 2] (columns 0-1), turn 0's
+sampled tokens at columns 2-3, an observation at columns 4-5, turn 1's sampled token at column 6.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agents.trajectory import Trajectory
+from trainer.batch import build_batch
+from trainer.config import AlgoConfig, ShapingConfig, StepGroupsConfig
+from trainer.train_step import estimate_advantages
+
+
+def episode(rewards, keys, before, after, success, group="g"):
+    t = Trajectory(
+        env_id="sokoban",
+        seed=0,
+        group_id=group,
+        prompt_ids=[1, 2],
+        response_ids=[5, 6, 7, 8, 9],
+        response_mask=[1, 1, 0, 0, 1],
+        rollout_logprobs=[-0.5, -0.5, 0.0, 0.0, -0.5],
+        turn_rewards=list(rewards),
+        turn_end_indices=[1, 4],
+        episode_return=sum(rewards),
+        success=success,
+        turn_state_keys=list(keys),
+        turn_distances_before=list(before),
+        turn_distances_after=list(after),
+        initial_distance=before[0],
+    )
+    t.validate()
+    return t
+
+
+TRAJECTORIES = [
+    episode([0.0, 1.0], ["s0", "s1"], [2, 1], [1, 0], success=True),
+    episode([0.0, 0.0], ["s0", "s2"], [2, 2], [2, 3], success=False),
+]
+TURN0, TURN1 = [2, 3], [6]
+
+
+def advantages(algo):
+    batch = build_batch(TRAJECTORIES, pad_id=0)
+    metrics = estimate_advantages(batch, TRAJECTORIES, algo)
+    return batch.advantages, metrics
+
+
+def test_gigpo_adds_the_step_level_advantage_of_each_turns_anchor_state():
+    algo = AlgoConfig(
+        name="gigpo",
+        advantage="gigpo",
+        critic=False,
+        group_size=2,
+        normalize_std=False,
+        step_groups=StepGroupsConfig(weight=1.0, gamma=0.95),
+    )
+    adv, metrics = advantages(algo)
+    # episode level (Dr.GRPO-style, no std): returns 1 and 0, mean 0.5 -> +0.5, -0.5 on every sampled token
+    # step level, gamma 0.95: episode 1's turn returns are [0 + 0.95 * 1, 1] = [0.95, 1], episode 2's [0, 0].
+    # Anchor s0 holds both turn 0s: {0.95, 0}, mean 0.475 -> +0.475, -0.475; s1 and s2 hold one turn each -> 0.
+    assert adv[0, TURN0].tolist() == pytest.approx([0.975, 0.975])
+    assert adv[0, TURN1].tolist() == pytest.approx([0.5])
+    assert adv[1, TURN0].tolist() == pytest.approx([-0.975, -0.975])
+    assert adv[1, TURN1].tolist() == pytest.approx([-0.5])
+    assert adv[:, [0, 1, 4, 5]].abs().sum() == 0  # nothing on the prompt or the observation
+    assert metrics["credit/step_grouped_turn_fraction"] == 0.5  # 2 of 4 turns share an anchor
+    assert metrics["credit/step_signal_turn_fraction"] == 0.5
+    assert metrics["credit/no_success_group_fraction"] == 0.0
+    # progress: 2->1 and 1->0 made progress; 2->2 did not; 2->3 went back
+    assert metrics["credit/progress_turn_fraction"] == 0.5
+    assert metrics["credit/regress_turn_fraction"] == 0.25
+
+
+def test_progress_shaping_changes_the_training_scores_not_the_trajectories():
+    algo = AlgoConfig(
+        name="grpo",
+        advantage="grpo",
+        critic=False,
+        group_size=2,
+        normalize_std=False,
+        shaping=ShapingConfig(coef=0.1, unsolvable_distance=20.0),
+    )
+    adv, metrics = advantages(algo)
+    # shaping: episode 1 goes 2 -> 1 -> 0: +0.1, +0.1; episode 2 goes 2 -> 2 -> 3: 0, -0.1
+    # shaped scores 1.2 and -0.1, mean 0.55 -> +0.65 and -0.65
+    assert adv[0, TURN0 + TURN1].tolist() == pytest.approx([0.65] * 3)
+    assert adv[1, TURN0 + TURN1].tolist() == pytest.approx([-0.65] * 3)
+    assert metrics["shaping/return_mean"] == pytest.approx((0.2 - 0.1) / 2)
+    assert [t.episode_return for t in TRAJECTORIES] == [1.0, 0.0]  # the env's own returns stay
+    assert "advantage/step_abs_mean" not in metrics
+
+
+def test_step_groups_with_ppo_are_added_to_the_critics_advantages():
+    def gae(weight):
+        steps = StepGroupsConfig(weight=weight)
+        algo = AlgoConfig(advantage="gae", critic=True, group_size=1, normalize_std=False, step_groups=steps)
+        batch = build_batch(TRAJECTORIES, pad_id=0)
+        batch.values = torch.zeros(batch.response_mask.shape)
+        estimate_advantages(batch, TRAJECTORIES, algo)
+        return batch
+
+    plain, stepped = gae(0.0), gae(2.0)
+    # the step term x 2 (gamma 0.95): +-0.475 x 2 = +-0.95 on the turn 0 tokens; turn 1's anchors are singletons
+    added = stepped.advantages - plain.advantages
+    assert added[0, TURN0].tolist() == pytest.approx([0.95, 0.95])
+    assert added[1, TURN0].tolist() == pytest.approx([-0.95, -0.95])
+    assert added[:, TURN1].abs().sum() == 0
+    assert torch.equal(stepped.returns, plain.returns)  # the critic's targets are GAE's alone
+
+
+def test_episodes_without_state_info_get_no_step_term_and_no_shaping():
+    plain = [
+        Trajectory(**{**t.to_dict(), "turn_state_keys": [], "turn_distances_before": [], "turn_distances_after": []})
+        for t in TRAJECTORIES
+    ]
+    algo = AlgoConfig(
+        name="gigpo",
+        advantage="gigpo",
+        critic=False,
+        group_size=2,
+        normalize_std=False,
+        shaping=ShapingConfig(coef=1.0),
+        step_groups=StepGroupsConfig(weight=1.0),
+    )
+    batch = build_batch(plain, pad_id=0)
+    metrics = estimate_advantages(batch, plain, algo)
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.5] * 3)
+    assert metrics["shaping/return_mean"] == 0.0
+    assert metrics["credit/step_signal_turn_fraction"] == 0.0
+    assert "credit/progress_turn_fraction" not in metrics

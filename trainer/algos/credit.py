@@ -1,0 +1,124 @@
+"""Credit assignment from the environment's exact state: progress shaping and step-level groups (GiGPO).
+
+Environments with an exact solver report, after every reset and step, a canonical key of the position
+(``info["state_key"]``) and the optimal number of moves left (``info["distance_to_goal"]``, ``None``
+when unsolvable or unknown); the episode loop records them per turn (:class:`agents.trajectory.Trajectory`'s
+``turn_state_keys``, ``turn_distances_before``, ``turn_distances_after``). Two ways to turn them into
+credit, both pure functions over per-turn values:
+
+* **Progress shaping** (Ng, Harada & Russell 1999, "Policy invariance under reward transformations",
+  Theorem 1): a turn from ``s`` to ``s'`` earns ``F = coef * (gamma * Phi(s') - Phi(s))`` on top of the
+  environment's reward, with the potential ``Phi(s) = -distance_to_goal(s)``. A potential-based term
+  leaves the optimal policy unchanged. An unsolvable (or unknown) position gets the potential
+  ``-unsolvable_distance``, a constant, so ``Phi`` stays a function of the state.
+* **Step-level groups** (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
+  Training", arXiv 2505.10978, sec. 4): the turns of a step's episodes that start from the same
+  position (equal ``state_key``: GiGPO's *anchor state*) form a step group. Each turn's discounted
+  return ``R_t = sum_{k >= t} gamma^(k - t) r_k`` over the turns is compared within its step group,
+  ``A^S_t = (R_t - mean) / F_norm`` (``F_norm`` the group's std, or 1), and the turn's tokens get
+  ``A = A^E + omega * A^S``, ``A^E`` the episode-level advantage (GRPO's in GiGPO; any estimator's here).
+  Deviation: GiGPO forms step groups inside each episode group; here the key names the whole position
+  (room included), so equal keys are equal states wherever they occur, and a step group may take turns
+  from episodes of other seeds that reached the same position.
+
+Shapes: ``B`` trajectories, ``T`` token columns, ``N`` turns of the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import torch
+from torch import Tensor
+
+from trainer.algos.advantages import group_advantages
+from trainer.algos.masked import as_float_mask
+
+__all__ = [
+    "progress_potential",
+    "progress_shaping",
+    "step_group_advantages",
+    "turn_returns",
+    "turn_values_to_tokens",
+]
+
+
+def progress_potential(distance: int | None, unsolvable_distance: float) -> float:
+    """``Phi(s) = -distance_to_goal(s)``; ``-unsolvable_distance`` for an unsolvable or unknown position."""
+    return -float(unsolvable_distance) if distance is None else -float(distance)
+
+
+def progress_shaping(
+    distances_before: Sequence[int | None],
+    distances_after: Sequence[int | None],
+    *,
+    coef: float,
+    gamma: float = 1.0,
+    unsolvable_distance: float,
+) -> list[float]:
+    """One trajectory's shaping term per turn: ``coef * (gamma * Phi(after) - Phi(before))``.
+
+    With ``gamma = 1`` the terms telescope: an episode's shaping sums to ``coef * (Phi(last) - Phi(first))``,
+    and a solved episode (distance 0 at the end) gets exactly ``coef * distance(first)``.
+    """
+    if len(distances_before) != len(distances_after):
+        raise ValueError(f"{len(distances_before)} distances before the turns but {len(distances_after)} after")
+    phi = [
+        (progress_potential(before, unsolvable_distance), progress_potential(after, unsolvable_distance))
+        for before, after in zip(distances_before, distances_after, strict=True)
+    ]
+    return [coef * (gamma * phi_after - phi_before) for phi_before, phi_after in phi]
+
+
+def turn_returns(turn_rewards: Sequence[float], gamma: float) -> list[float]:
+    """Discounted return from each turn on: ``R_t = r_t + gamma * R_{t+1}``, ``R`` after the last turn 0."""
+    returns = [0.0] * len(turn_rewards)
+    running = 0.0
+    for k in reversed(range(len(turn_rewards))):
+        running = float(turn_rewards[k]) + gamma * running
+        returns[k] = running
+    return returns
+
+
+def step_group_advantages(
+    returns: Tensor, state_keys: Sequence[Hashable | None], *, normalize_std: bool = True, eps: float = 1e-6
+) -> Tensor:
+    """GiGPO's step-level relative advantage ``[N]``: each turn's return against its anchor-state group.
+
+    ``returns`` ``[N]``: every turn's discounted return (:func:`turn_returns`). ``state_keys``: the key of
+    the position each turn started from; turns with equal keys form a step group, and a ``None`` key is
+    a group of its own. ``normalize_std``: divide by the group's unbiased std (GiGPO's ``F_norm = std``),
+    else by 1. A group of one turn, or whose returns are all equal, gives 0 (as
+    :func:`trainer.algos.advantages.group_advantages`, which computes it).
+    """
+    if returns.dim() != 1 or returns.shape[0] != len(state_keys):
+        raise ValueError(f"expected returns [N] and N state keys, got {tuple(returns.shape)} and {len(state_keys)}")
+    ids: dict[Hashable, int] = {}
+    index = []
+    for n, key in enumerate(state_keys):
+        index.append(ids.setdefault(("key", key) if key is not None else ("alone", n), len(ids)))
+    group_index = torch.tensor(index, dtype=torch.long)
+    return group_advantages(returns, group_index, normalize_std=normalize_std, eps=eps)
+
+
+def turn_values_to_tokens(
+    values: Sequence[Sequence[float]], turn_end_columns: Sequence[Sequence[int]], mask: Tensor
+) -> Tensor:
+    """Per-turn values on each turn's sampled tokens ``[B, T]``.
+
+    Turn ``k`` of row ``b`` owns the sampled tokens in columns ``(turn_end_columns[b][k - 1],
+    turn_end_columns[b][k]]`` (from the row's start for ``k = 0``): its action, stop token included.
+    Sampled tokens after a row's last turn end (none in a well-formed trajectory) and every mask-0
+    column get 0.
+    """
+    if mask.dim() != 2 or len(values) != mask.shape[0] or len(turn_end_columns) != mask.shape[0]:
+        raise ValueError(f"expected one value list and one column list per row of mask {tuple(mask.shape)}")
+    out = torch.zeros(mask.shape, dtype=torch.float32)
+    for b, (row_values, ends) in enumerate(zip(values, turn_end_columns, strict=True)):
+        if len(row_values) != len(ends):
+            raise ValueError(f"row {b}: {len(row_values)} turn values but {len(ends)} turn ends")
+        start = 0
+        for value, end in zip(row_values, ends, strict=True):
+            out[b, start : int(end) + 1] = float(value)
+            start = int(end) + 1
+    return out * as_float_mask(mask, out)
