@@ -70,6 +70,8 @@ class EpisodeSpec:
 
     ``group_id`` is shared by the episodes that start from the same seed (GRPO's group);
     ``sample_index`` tells them apart and, with the group, makes the engine's affinity key.
+    ``env_options`` build the environment (``envs.make(env_id, **env_options)``); ``reset_options`` go to
+    ``env.reset(seed=seed, options=reset_options)`` (a curriculum's ``{"difficulty": d}``, say).
     """
 
     env_id: str
@@ -77,6 +79,7 @@ class EpisodeSpec:
     group_id: str = ""
     sample_index: int = 0
     env_options: Mapping[str, Any] = field(default_factory=dict)
+    reset_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def affinity_key(self) -> str:
@@ -159,9 +162,11 @@ class _Episode:
         self.generate_s = 0.0
         self.env_s = 0.0
 
-    async def reset(self, seed: int) -> None:
+    async def reset(self, seed: int, options: Mapping[str, Any]) -> None:
         started = time.perf_counter()
-        observation, info = await _call_env(self.env.reset, self.limits.step_timeout_s, seed=seed)
+        observation, info = await _call_env(
+            self.env.reset, self.limits.step_timeout_s, seed=seed, options=dict(options) or None
+        )
         self.env_s += time.perf_counter() - started
         self.trajectory.messages = self.env.messages()
         self.reports_state = "state_key" in info or "distance_to_goal" in info
@@ -246,6 +251,7 @@ def _new_trajectory(spec: EpisodeSpec, policy_version: int) -> Trajectory:
         group_id=spec.group_id,
         policy_version=policy_version,
         env_options=dict(spec.env_options),
+        reset_options=dict(spec.reset_options),
     )
 
 
@@ -295,7 +301,7 @@ async def _play_tokens(
     episode: _Episode, engine: Engine, renderer: Renderer, spec: EpisodeSpec, sampling: SamplingParams
 ) -> None:
     t, limits = episode.trajectory, episode.limits
-    await episode.reset(spec.seed)
+    await episode.reset(spec.seed, spec.reset_options)
     t.prompt_ids = list(renderer.prompt_ids(t.messages))
     stop_ids = tuple(dict.fromkeys((*renderer.stop_token_ids, *sampling.stop_token_ids)))
     while True:
@@ -356,7 +362,7 @@ async def run_chat_episode(
     limits = limits or EpisodeLimits()
     episode = _Episode(env, _new_trajectory(spec, policy_version), limits, observer)
     try:
-        await episode.reset(spec.seed)
+        await episode.reset(spec.seed, spec.reset_options)
         while True:
             generation = await episode.generate(chat(episode.trajectory.messages, sampling))
             if generation.text is None:

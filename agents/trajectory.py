@@ -72,6 +72,7 @@ class Trajectory:
     num_turns: int = 0
     num_invalid_actions: int = 0
     env_options: dict[str, Any] = field(default_factory=dict)
+    reset_options: dict[str, Any] = field(default_factory=dict)  # what env.reset got besides the seed
     messages: list[dict[str, Any]] = field(default_factory=list)
     finish_reasons: list[str] = field(default_factory=list)
     turn_state_keys: list[str | None] = field(default_factory=list)

@@ -26,10 +26,12 @@ COMPLETE = "COMPLETE"
 
 @dataclass
 class TrainerState:
-    """What the loop needs besides the models: the last finished step and the engine's policy version."""
+    """What the loop needs besides the models: the last finished step, the engine's policy version and the
+    curriculum's ceiling (``None`` without a curriculum)."""
 
     step: int
     policy_version: int
+    curriculum_ceiling: int | None = None
 
     def save(self, directory: Path) -> None:
         (directory / "trainer_state.json").write_text(json.dumps(asdict(self), indent=2) + "\n")

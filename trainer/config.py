@@ -54,6 +54,7 @@ __all__ = [
 
 ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
 CRITIC_MODELS = ("auto", "separate", "shared")  # algo.critic_model
+CURRICULUM_MODES = ("none", "adaptive")  # curriculum.mode
 ENGINES = engine_names(trainable=True)  # the engine table's rows that load new weights
 AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.agent_rollout)
 
@@ -231,6 +232,15 @@ class LoggingConfig:
 
 
 @dataclass
+class CurriculumConfig:
+    """Which levels training plays (:mod:`trainer.curriculum`); held-out evaluation plays the env's own range."""
+
+    mode: str = "none"  # none: the env's own levels | adaptive: a ceiling on the difficulty moved by training success
+    band: list[float] = field(default_factory=lambda: [0.3, 0.7])  # the training success the ceiling aims for
+    start: int | None = None  # the first ceiling; null: the easiest difficulty the env generates
+
+
+@dataclass
 class TrainConfig:
     env: dict[str, Any] = field(default_factory=dict)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
@@ -242,6 +252,7 @@ class TrainConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     sft: SftOptions = field(default_factory=SftOptions)
     evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     agent: AgentOptions = field(default_factory=AgentOptions)
 
     @property
@@ -278,6 +289,9 @@ def _rewrite_groups(overrides: list[str]) -> list[str]:
         key, _, value = override.partition("=")
         if key in ("algo", "engine"):
             check_choice(key, value, _group_files(key))
+        if key == "curriculum":  # curriculum=adaptive is short for curriculum.mode=adaptive
+            rewritten.append(f"curriculum.mode={value}")
+            continue
         if key == "model" and value not in _group_files("model"):
             rewritten += ["model=hf", f"model.name={value}"]
             continue
@@ -307,6 +321,7 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
     _check_trainer(config)
     _check_algo(config)
     _check_rollout(config)
+    _check_curriculum(config)
     _check_engine_and_devices(config)
     _check_model(config.model)
     check_phases(config)
@@ -431,6 +446,22 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
         not estimator.step_groups or steps.weight > 0,
         f"algo.advantage={algo.advantage} adds step-level group advantages: set algo.step_groups.weight > 0 "
         "(GiGPO's omega, 1 in the paper), or use algo.advantage=grpo",
+    )
+
+
+def _check_curriculum(config: TrainConfig) -> None:
+    curriculum = config.curriculum
+    check_choice("curriculum.mode", curriculum.mode, CURRICULUM_MODES)
+    band = list(curriculum.band)
+    _require(
+        len(band) == 2 and 0 <= band[0] < band[1] <= 1,
+        f"curriculum.band is the training success range [low, high] with 0 <= low < high <= 1, got {band}",
+    )
+    _require(curriculum.start is None or curriculum.start >= 1, "curriculum.start must be >= 1 or null")
+    _require(
+        curriculum.mode == "none" or not config.agent_mode,
+        "curriculum=adaptive chooses the levels of an environment; env=agent's tasks come from the agent: "
+        "remove curriculum",
     )
 
 

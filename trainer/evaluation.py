@@ -31,11 +31,14 @@ def evaluation_due(config: TrainConfig, step: int) -> bool:
 
 
 def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
-    """``eval/*``: success rate and its standard error, return, invalid-action rate, turns, errors."""
+    """``eval/*``: success rate and its standard error, return, invalid-action rate, turns, errors; for an env
+    that reports the solver's distance, the success rate and episode count per difficulty bucket
+    (``eval/success_moves_1-3``, ``eval/episodes_moves_1-3``, ...: the level's optimal moves)."""
     from agents.eval import summarize
 
     summary = summarize(trajectories)
     return {
+        **_bucket_metrics(trajectories),
         "eval/success_rate": summary.success_rate,
         "eval/success_stderr": summary.success_stderr,
         "eval/return": summary.mean_return,
@@ -46,6 +49,20 @@ def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
         "eval/episodes": float(summary.episodes),
         "eval/errors": float(summary.errors),
     }
+
+
+def _bucket_metrics(trajectories: list[Any]) -> dict[str, float]:
+    from trainer.curriculum import difficulty_bucket
+
+    buckets: dict[str, list[bool]] = {}
+    for t in trajectories:
+        if t.initial_distance is not None:
+            buckets.setdefault(difficulty_bucket(t.initial_distance), []).append(bool(t.success))
+    metrics = {}
+    for name, successes in sorted(buckets.items(), key=lambda item: int(item[0].split("-")[0])):
+        metrics[f"eval/success_moves_{name}"] = sum(successes) / len(successes)
+        metrics[f"eval/episodes_moves_{name}"] = float(len(successes))
+    return metrics
 
 
 async def evaluate_held_out(config: TrainConfig, rollout: Any, policy_version: int) -> tuple[dict[str, float], list]:

@@ -37,6 +37,8 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "actor/grad_norm",
     "rollout/logprob_mismatch",
     "throughput/tokens_per_s",
+    "curriculum/difficulty_mean",
+    "curriculum/ceiling",
 )
 #: metric -> (the metric whose ±1 band is drawn around it, the band's label)
 _BAND = {"reward/mean": ("reward/std", "±1 std"), "eval/success_rate": ("eval/success_stderr", "±1 s.e.")}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agents.config import UsageError, env_options
 from agents.preflight import check_model, make_checked_env
@@ -46,8 +47,25 @@ def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> N
     try:
         if config.algo.uses_state:
             _check_state_info(config, env.reset(seed=trainer.seed)[1])
+        if config.curriculum.mode != "none":
+            _check_difficulty(config, env)
     finally:
         env.close()
+
+
+def _check_difficulty(config: TrainConfig, env: Any) -> None:
+    """A curriculum needs ``difficulty_range`` and the ``difficulty`` reset option (:mod:`trainer.curriculum`)."""
+    env_id = config.env["id"]
+    if not hasattr(env, "difficulty_range"):
+        raise UsageError(
+            f"env={env_id} has no difficulty_range, which curriculum={config.curriculum.mode} draws levels from: "
+            "remove curriculum (or use sokoban, frozenlake)"
+        )
+    highest = env.difficulty_range[1]
+    try:
+        env.reset(seed=config.trainer.seed, options={"difficulty": highest})
+    except Exception as exc:
+        raise UsageError(f"env={env_id} cannot generate a level of difficulty {highest}: {exc}") from exc
 
 
 def _check_state_info(config: TrainConfig, info: dict) -> None:

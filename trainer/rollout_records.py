@@ -19,7 +19,7 @@ __all__ = ["METRIC_NAMES", "GroupRequest", "RolloutConfig", "RolloutResult", "gr
 
 @dataclass(frozen=True)
 class GroupRequest:
-    """``group_size`` episodes of ``env_id`` built with ``env_options`` and reset with ``seed``.
+    """``group_size`` episodes of ``env_id`` built with ``env_options`` and reset with ``seed`` and ``reset_options``.
 
     ``group_id`` is chosen by the manager when empty (unique within the manager's lifetime).
     """
@@ -29,6 +29,7 @@ class GroupRequest:
     group_size: int
     env_options: Mapping[str, Any] = field(default_factory=dict)
     group_id: str = ""
+    reset_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.group_size < 1:
@@ -37,7 +38,14 @@ class GroupRequest:
     def specs(self, group_id: str) -> list[EpisodeSpec]:
         """One spec per member: same seed, same options, same group id, ``sample_index`` 0..G-1."""
         return [
-            EpisodeSpec(self.env_id, self.seed, group_id, sample_index=i, env_options=dict(self.env_options))
+            EpisodeSpec(
+                self.env_id,
+                self.seed,
+                group_id,
+                sample_index=i,
+                env_options=dict(self.env_options),
+                reset_options=dict(self.reset_options),
+            )
             for i in range(self.group_size)
         ]
 

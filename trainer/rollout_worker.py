@@ -123,6 +123,7 @@ def _error_trajectory(spec: EpisodeSpec, policy_version: int, error: str) -> Tra
         group_id=spec.group_id,
         policy_version=policy_version,
         env_options=dict(spec.env_options),
+        reset_options=dict(spec.reset_options),
         termination="error",
         error=error,
     )

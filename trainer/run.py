@@ -188,6 +188,8 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         started = time.perf_counter()
         result, rollout_metrics = await pending
         trajectories, filter_metrics = trainable(result, config.algo.filter_groups)
+        if c.curriculum is not None and result.trajectories:  # the next rollouts' levels follow this success
+            c.curriculum.update(sum(t.success for t in result.trajectories) / len(result.trajectories))
         overlapping = config.algo.off_policy and step < config.trainer.total_steps
         if overlapping:  # the next rollout plays on the current weights while this step trains
             pending = rollout_task(config, c, step + 1, version)

@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
 from trainer.config import TrainConfig, lora_bf16_caution, mixed_precision, shared_critic
 from trainer.console import RUN_LOG, open_run_log
+from trainer.curriculum import DifficultyCurriculum, difficulty_mix
 from trainer.faults import FaultWatch
 from trainer.learner import Learner, LearnerSpec
 from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
@@ -53,6 +54,7 @@ class Components:
     closers: list[Callable[[], Any]] = field(default_factory=list)
     faults: FaultWatch = field(default_factory=FaultWatch)
     warmup_metrics: dict[str, float] = field(default_factory=dict)  # sft/* of the warm-up this process ran
+    curriculum: DifficultyCurriculum | None = None  # curriculum=adaptive: the difficulty ceiling of the next steps
 
     def write_samples(self, step: int, trajectories: list[Trajectory]) -> None:
         from trainer.samples import write_samples
@@ -172,7 +174,25 @@ async def build_components(config: TrainConfig, setup: Callable[[], None] | None
         closers,
         faults,
         warmup_metrics,
+        _curriculum(config, state.curriculum_ceiling),
     )
+
+
+def _curriculum(config: TrainConfig, ceiling: int | None) -> DifficultyCurriculum | None:
+    """``curriculum=adaptive``'s state over the env's ``difficulty_range`` (a resumed run's saved ``ceiling``)."""
+    import envs
+    from agents.config import env_options
+
+    curriculum = config.curriculum
+    if curriculum.mode == "none":
+        return None
+    env = envs.make(config.env["id"], **env_options(config))
+    try:
+        lowest, highest = env.difficulty_range
+    finally:
+        env.close()
+    start = ceiling if ceiling is not None else curriculum.start
+    return DifficultyCurriculum(lowest, highest, tuple(curriculum.band), start)
 
 
 async def _start_agent_rollout(config: TrainConfig, engine_factory: Callable[[], Any], model_path: str) -> Any:
@@ -387,6 +407,11 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
     first = config.trainer.seed + (step - 1) * groups
     env_options = {k: v for k, v in config.env.items() if k != "id"}
     requests = group_requests(config.env["id"], range(first, first + groups), config.algo.group_size, env_options)
+    curriculum_metrics: dict[str, float] = {}
+    if c.curriculum is not None:  # every group plays a level of the difficulty drawn for it
+        difficulties = c.curriculum.draw(groups, seed=config.trainer.seed * 1_000_003 + step)
+        requests = [replace(r, reset_options={"difficulty": d}) for r, d in zip(requests, difficulties, strict=True)]
+        curriculum_metrics = {**difficulty_mix(difficulties), "curriculum/ceiling": float(c.curriculum.ceiling)}
     rollout = config.rollout
     sampling = SamplingParams(
         max_new_tokens=rollout.max_new_tokens,
@@ -415,6 +440,7 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
             "rollout/prompt_tokens": float(prompt),
             "rollout/generated_tokens": float(after.generated_tokens - before.generated_tokens),
             "engine/restarts": float(c.faults.engine_restarts),
+            **curriculum_metrics,
         }
         return result, metrics
 
@@ -550,7 +576,8 @@ async def save_checkpoint(config: TrainConfig, c: Components, step: int, policy_
     if c.learner.critic is not None:
         await c.learner.critic.save_checkpoint(directory / "critic")
     await c.learner.actor.save_pretrained(directory / "policy", c.learner.spec.actor.model)
-    TrainerState(step=step, policy_version=policy_version).save(directory)
+    ceiling = None if c.curriculum is None else c.curriculum.ceiling
+    TrainerState(step=step, policy_version=policy_version, curriculum_ceiling=ceiling).save(directory)
     mark_complete(directory)
     prune_checkpoints(c.run_dir, config.trainer.keep_checkpoints)
     return directory

@@ -12,6 +12,7 @@ Nothing registers at import: :func:`register` does it (the training tests pass i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,9 +52,40 @@ class DigitsEnv(TextEnv):
         return f"turn {self.turn} of {self.turns}"
 
 
+class StatefulDigitsEnv(DigitsEnv):
+    """DigitsEnv that reports its state (``state_key`` = the turn, ``distance_to_goal`` = the turns left) and
+    takes ``reset(options={"difficulty": d})``: an episode of ``d`` turns, ``difficulty_range`` 1 to ``turns``."""
+
+    def __init__(self, turns: int = 3) -> None:
+        super().__init__(turns)
+        self.max_turns_setting, self.length = turns, turns
+
+    @property
+    def difficulty_range(self) -> tuple[int, int]:
+        return 1, self.max_turns_setting
+
+    def _reset(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.length = int(options.get("difficulty", self.max_turns_setting))
+        if not 1 <= self.length <= self.max_turns_setting:
+            raise ValueError(f"difficulty must lie in [1, {self.max_turns_setting}], got {self.length}")
+        self.turns = self.length
+        observation, info = super()._reset(options)
+        return observation, {**info, "state_key": "turn0", "distance_to_goal": self.length}
+
+    def _step(self, action: str) -> StepOutcome:
+        outcome = super()._step(action)
+        state = {"state_key": f"turn{self.turn + 1}", "distance_to_goal": self.length - self.turn - 1}
+        return dataclasses.replace(outcome, extra_info={**outcome.extra_info, **state})
+
+
+STATEFUL_ID = "digits-state-test"
+
+
 def register() -> None:
     with contextlib.suppress(ValueError):  # already registered in this process
         envs.register(ENV_ID, DigitsEnv)
+    with contextlib.suppress(ValueError):
+        envs.register(STATEFUL_ID, StatefulDigitsEnv)
 
 
 class CrashingEnv(DigitsEnv):

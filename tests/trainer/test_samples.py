@@ -51,6 +51,9 @@ def test_readable_sample_has_the_readable_fields():
         "error": None,
         "num_turns": 2,
         "turn_rewards": [-0.1, 10.9],
+        "reset_options": {},
+        "initial_distance": None,  # an env without state info
+        "turn_distances_after": [],
         "num_invalid_actions": 1,
         "finish_reasons": ["stop", "stop"],
         "prompt_tokens": 3,  # len(prompt_ids)

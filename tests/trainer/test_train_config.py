@@ -114,6 +114,12 @@ def test_gigpo_turns_the_step_groups_on_and_the_state_credit_is_off_elsewhere():
     assert not train_config("algo=grpo").algo.uses_state
 
 
+def test_curriculum_adaptive_is_short_for_its_mode():
+    assert train_config("curriculum=adaptive").curriculum.mode == "adaptive"
+    default = train_config().curriculum
+    assert (default.mode, list(default.band), default.start) == ("none", [0.3, 0.7], None)
+
+
 def test_train_yaml_values_override_the_schema_defaults():
     config = train_config()
     assert config.algo.name == "ppo" and config.model.name == "smollm2" and config.engine.kind == "hf"
@@ -256,6 +262,9 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["trainer.total_steps=abc"], ["'abc'", "could not be converted to Integer", "trainer.total_steps"]),
         (["trainer.total_steps"], ["overrides look like key=value"]),
         (["algo=gigpo", "algo.step_groups.weight=0"], ["algo.advantage=gigpo adds step-level", "weight > 0"]),
+        (["curriculum=easy"], ["unknown curriculum.mode 'easy'", "curriculum.mode=adaptive"]),
+        (["curriculum.band=[0.8,0.2]"], ["curriculum.band is the training success range [low, high]"]),
+        (["curriculum.start=0"], ["curriculum.start must be >= 1 or null"]),
         (["algo.shaping.coef=-1"], ["algo.shaping.coef must be >= 0 (0: off), got -1"]),
         (["algo.step_groups.gamma=2"], ["algo.step_groups.gamma must be in [0, 1], got 2"]),
     ],

@@ -55,6 +55,7 @@ def config_for(tmp_path: Path, *overrides: str):
         (["env.dim=3"], "a 3x3 room (outer walls included) has 1 inner cells, too few for 1 box(es)"),
         (["env=no-sandbox-test"], "environment 'no-sandbox-test' cannot be built: RuntimeError: CodeEnv cannot"),
         (["env=toolcall", "algo=gigpo"], 'env=toolcall reports no info["state_key"], which gigpo\'s state-based'),
+        (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
         (["env=toolcall", "algo.shaping.coef=0.1"], 'reports no info["distance_to_goal"], which ppo\'s'),
     ],
 )

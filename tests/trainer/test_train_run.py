@@ -112,7 +112,8 @@ def test_ppo_run_writes_everything_and_keeps_the_engine_in_sync(tmp_path):
     assert len(samples) == 4 and samples[0]["messages"][0]["role"] == "system"
     checkpoint = run_dir / "checkpoints" / "step_000003"
     assert (checkpoint / "COMPLETE").is_file()
-    assert json.loads((checkpoint / "trainer_state.json").read_text()) == {"step": 3, "policy_version": 3}
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert state == {"step": 3, "policy_version": 3, "curriculum_ceiling": None}
     from transformers import AutoModelForCausalLM
 
     trained = AutoModelForCausalLM.from_pretrained(checkpoint / "policy")
@@ -309,3 +310,41 @@ def test_a_killed_engine_actor_is_restarted_and_synced_again(tmp_path, capfd):
         "turngym: warning: the engine actor died and Ray restarted it (restart 1 of at most engine.max_restarts=3"
         in (capfd.readouterr().err)
     )
+
+
+def test_gigpo_with_shaping_and_a_curriculum_learns_and_moves_the_difficulty(tmp_path):
+    config = config_for(
+        tmp_path,
+        f"env={learnable_env.STATEFUL_ID}",
+        "algo=gigpo",
+        "algo.group_size=8",
+        "algo.kl_coef=0",
+        "algo.shaping.coef=0.1",
+        "curriculum=adaptive",
+        "model.lr=3e-2",
+        "trainer.total_steps=10",
+        "trainer.groups_per_step=4",
+        "trainer.checkpoint_every=0",
+        "trainer.sample_every=5",
+        "logging.plot=false",
+    )
+    run_dir = train(config, setup=learnable_env.register)
+    records = read_metrics(run_dir)
+    per_turn = [r["reward/mean"] / r["episode/turns"] for r in records]
+    # the share of digits per turn, whatever the episode's length (the curriculum changes it)
+    assert sum(per_turn[-2:]) / 2 > sum(per_turn[:2]) / 2 + 0.3, [round(x, 3) for x in per_turn]
+    ceilings = [r["curriculum/ceiling"] for r in records]
+    assert ceilings[0] == 1 and max(ceilings) > 1, ceilings  # starts with 1-turn episodes, moves up as they succeed
+    for record in records:
+        assert record["curriculum/difficulty_max"] <= record["curriculum/ceiling"]
+        assert record["shaping/return_mean"] > 0  # every turn takes one turn off the distance: +0.1 each
+        assert record["credit/progress_turn_fraction"] == 1.0
+        assert record["credit/step_grouped_turn_fraction"] == 1.0  # turn k of every episode shares "turn<k>"
+        assert record["advantage/step_abs_mean"] >= 0 and record["advantage/episode_abs_mean"] >= 0
+    samples = [json.loads(line) for line in (run_dir / "samples" / "step_000005.jsonl").read_text().splitlines()]
+    assert all(1 <= s["reset_options"]["difficulty"] <= 3 for s in samples)
+    assert all(s["initial_distance"] == s["num_turns"] == s["reset_options"]["difficulty"] for s in samples)
+    assert all(s["turn_distances_after"][-1] == 0 for s in samples)
+    state = json.loads((run_dir / "checkpoints" / "step_000010" / "trainer_state.json").read_text())
+    # the ceiling after step 10's update: step 10's, moved by its success
+    assert abs(state["curriculum_ceiling"] - records[-1]["curriculum/ceiling"]) <= 1

@@ -1,0 +1,66 @@
+"""The adaptive difficulty curriculum (trainer.curriculum): draws, ceiling moves, buckets."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainer.curriculum import DifficultyCurriculum, difficulty_bucket, difficulty_mix
+
+
+def test_the_ceiling_starts_at_the_easiest_level_and_follows_the_success_band():
+    curriculum = DifficultyCurriculum(1, 4, (0.3, 0.7))
+    assert curriculum.ceiling == 1 and set(curriculum.draw(50, seed=0)) == {1}
+    assert curriculum.update(0.8) == 2  # above the band: one harder
+    assert curriculum.update(0.9) == 3
+    assert curriculum.update(0.5) == 3  # inside the band: stays
+    assert curriculum.update(0.7) == 3  # the band's edges are inside it
+    assert curriculum.update(0.1) == 2  # below: one easier
+    for _ in range(5):
+        curriculum.update(1.0)
+    assert curriculum.ceiling == 4  # never above the hardest
+    for _ in range(10):
+        curriculum.update(0.0)
+    assert curriculum.ceiling == 1  # never below the easiest
+
+
+def test_draws_are_uniform_up_to_the_ceiling_and_reproducible():
+    curriculum = DifficultyCurriculum(2, 9, (0.3, 0.7), ceiling=5)
+    draws = curriculum.draw(4000, seed=7)
+    assert draws == curriculum.draw(4000, seed=7) and draws != curriculum.draw(4000, seed=8)
+    assert set(draws) == {2, 3, 4, 5}
+    for d in (2, 3, 4, 5):  # 1000 expected each; 5 standard deviations is about 137
+        assert abs(draws.count(d) - 1000) < 140
+    assert DifficultyCurriculum(2, 9, (0.3, 0.7), ceiling=20).ceiling == 9  # a saved ceiling is clamped
+    assert DifficultyCurriculum(2, 9, (0.3, 0.7), ceiling=0).ceiling == 2
+
+
+def test_bad_ranges_and_bands_are_refused():
+    with pytest.raises(ValueError, match="lowest <= highest"):
+        DifficultyCurriculum(3, 2, (0.3, 0.7))
+    with pytest.raises(ValueError, match="low < high"):
+        DifficultyCurriculum(1, 2, (0.7, 0.3))
+
+
+def test_buckets_and_mix():
+    assert [difficulty_bucket(d) for d in (1, 3, 4, 6, 7, 15)] == ["1-3", "1-3", "4-6", "4-6", "7-9", "13-15"]
+    assert difficulty_mix([1, 2, 6]) == {
+        "curriculum/difficulty_mean": 3.0,
+        "curriculum/difficulty_min": 1.0,
+        "curriculum/difficulty_max": 6.0,
+    }
+    assert difficulty_mix([]) == {}
+
+
+def test_held_out_success_is_reported_per_difficulty_bucket():
+    from agents.trajectory import Trajectory
+    from trainer.evaluation import held_out_metrics
+
+    def episode(distance, success):
+        return Trajectory(env_id="sokoban", seed=0, group_id="g", initial_distance=distance, success=success)
+
+    metrics = held_out_metrics([episode(1, True), episode(3, False), episode(5, True), episode(14, False)])
+    assert metrics["eval/success_moves_1-3"] == 0.5 and metrics["eval/episodes_moves_1-3"] == 2.0
+    assert metrics["eval/success_moves_4-6"] == 1.0 and metrics["eval/success_moves_13-15"] == 0.0
+    assert "eval/success_moves_7-9" not in metrics
+    assert metrics["eval/success_rate"] == 0.5
+    assert not any("moves" in k for k in held_out_metrics([episode(None, True)]))
