@@ -36,6 +36,10 @@ The checks (names as in :attr:`CheckReport.passed`):
 * ``render``: ``render()`` and ``render_text()`` return text; ``render_text()`` has no ANSI codes.
 * ``gymnasium``: :func:`gymnasium.utils.env_checker.check_env`, its warnings counted as failures
   (except the one about a missing spec, for environments built without the registry).
+* ``state_info``: where the infos carry the optional ``state_key`` / ``distance_to_goal``, their types,
+  a distance of 0 exactly on success, no faster fall than one per move, an exact fall along the oracle's
+  plan (deterministic dynamics), equal distances for equal keys, and the same values in a fresh instance
+  (:mod:`envs.state_checks`). Skipped for environments without them.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import numpy as np
 
 from envs.contract_checks import CHECKS, CONTRACT, HOSTILE_ACTIONS, Context, Failure, Skip, short
 from envs.core import TextEnv
+from envs.state_checks import STATE_CHECKS
 
 __all__ = ["HOSTILE_ACTIONS", "CheckReport", "EnvCheckError", "check_text_env"]
 
@@ -125,7 +130,11 @@ def check_text_env(
         )
     else:
         context = Context(instance.unwrapped, factory, tuple(seeds), tuple(hostile_actions), max_steps, name)
-        checks = [(check_name, check) for check_name, check in CHECKS if gymnasium_check or check_name != "gymnasium"]
+        checks = [
+            (check_name, check)
+            for check_name, check in (*CHECKS, *STATE_CHECKS)
+            if gymnasium_check or check_name != "gymnasium"
+        ]
         with _global_random_states_restored():
             for check_name, check in checks:
                 _run_check(report, check_name, check, context)

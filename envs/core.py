@@ -28,6 +28,20 @@ must be identical across environments:
   ``"ansi"``); :meth:`TextEnv.render_text` gives the same without colours.
 * An optional oracle: :meth:`TextEnv.oracle` returns the action texts of a reference solution from
   the current state, one per turn, or ``None`` where the environment cannot compute one.
+* Optional state information, for the learner and the curriculum: never shown to the model, never part
+  of success or return. Where an environment gives these keys, it gives them after reset and after every
+  step. ``info["state_key"]``: a ``str`` that keys the whole state, equal strings exactly when the states
+  are equal; counters (moves or turns taken) are not part of it, since it keys the position, which is what
+  step-level credit assignment groups by. ``info["distance_to_goal"]``: an ``int``, the optimal number of
+  moves left from an exact solver, ``0`` exactly when ``success``, or ``None`` when the state is unsolvable
+  or the solver does not know (its budget ran out). A move is one action: a turn makes
+  ``len(info["actions_executed"])`` moves where the environment reports them, else one. Where a move's
+  outcome is random (:attr:`TextEnv.stochastic_dynamics`), the environment documents the deterministic
+  quantity it reports (FrozenLake: the moves left if nothing slips). :mod:`envs.checker` verifies both keys.
+* An optional difficulty, for curricula: ``reset(options={"difficulty": d})`` generates a task whose optimal
+  solution from the start takes exactly ``d`` moves (the seed and ``d`` fix the task), for ``d`` within the
+  read-only property ``difficulty_range -> (lowest, highest)`` (inclusive); any other ``d`` raises
+  ``ValueError`` naming the range.
 """
 
 from __future__ import annotations
@@ -168,6 +182,9 @@ class TextEnv(gym.Env[str, str], abc.ABC):
     #: (``{"type": "function", "function": {"name", "description", "parameters"}}``), or ``None``.
     #: Agents pass them to the chat template's ``tools`` argument where the tokenizer supports it.
     tools: list[dict[str, Any]] | None = None
+    #: True when a step's outcome is random (drawn from ``self.np_random``: slippery ice, say). An oracle's plan
+    #: is then a guide, and following it need not lower ``info["distance_to_goal"]`` by the moves it makes.
+    stochastic_dynamics: bool = False
 
     def __init__(
         self,

@@ -18,12 +18,24 @@ a move that leaves the player in place (it counts towards ``max_steps``).
 
 On slippery ice every move goes in the intended direction or in one of the two perpendicular
 directions, each with probability 1/3, drawn from ``self.np_random``.
+
+The state information of the contract (:mod:`envs.core`), in every info, never shown to the model:
+``state_key`` is the map and the player, ``"SFFF/FHFH/FFFH/HFFG@1,2"`` (the rows joined by ``/``, then
+``@row,column``; no counters); ``distance_to_goal`` is the length of a shortest hole-free path from the
+player to the goal (0 on the goal, ``None`` in a hole or where no path exists). On slippery ice it is the
+same number: the fewest moves left if no move slips, a lower bound on the moves any policy needs (a slip
+is still a move to a neighbouring tile, so no move lowers it by more than one). ``reset(options=
+{"difficulty": d})`` draws a map whose shortest path from start to goal takes exactly ``d`` moves
+(:func:`~envs.frozenlake.maps.generate_map_at_distance`; ``d`` within :attr:`FrozenLakeEnv.difficulty_range`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from typing import Any
+
+import numpy as np
 
 from envs.actions import ParsedActions, WordActions
 from envs.core import StepOutcome, TextEnv
@@ -33,7 +45,10 @@ from envs.frozenlake.maps import (
     LakeMap,
     Position,
     count_holes,
+    distance_range,
+    distances_to_goal,
     generate_map,
+    generate_map_at_distance,
     normalize_size,
     shortest_path,
 )
@@ -65,9 +80,10 @@ class FrozenLakeEnv(TextEnv):
             lines. It need not be solvable. ``reset(options={"desc": ...})`` sets the map of one episode.
 
     Info keys besides the standard ones: ``position`` and ``goal`` (row, column), ``steps`` (moves so
-    far); at reset ``map`` (the rows, usable as ``desc``); after a step ``actions_executed`` (the moves
-    asked for and made), ``directions_taken`` (where they went), ``slips``, ``actions_not_executed``
-    (valid actions skipped because the episode ended), ``actions_over_cap`` and ``invalid_reason``.
+    far), ``state_key`` and ``distance_to_goal`` (module docstring); at reset ``map`` (the rows, usable
+    as ``desc``); after a step ``actions_executed`` (the moves asked for and made), ``directions_taken``
+    (where they went), ``slips``, ``actions_not_executed`` (valid actions skipped because the episode
+    ended), ``actions_over_cap`` and ``invalid_reason``.
     Metrics: ``moves``, ``slips`` and ``fell_in_hole`` for the episode so far.
     """
 
@@ -95,6 +111,7 @@ class FrozenLakeEnv(TextEnv):
         self.num_holes = count_holes(self.shape, self.frozen_ratio)
         self.fixed_map = None if desc is None else LakeMap.parse(desc)
         self.is_slippery = bool(is_slippery)
+        self.stochastic_dynamics = self.is_slippery
         self.max_steps = int(max_steps)
         self.max_actions_per_turn = int(max_actions_per_turn)
         self.require_answer_tag = bool(require_answer_tag)
@@ -108,6 +125,7 @@ class FrozenLakeEnv(TextEnv):
         self._steps = 0
         self._slips = 0
         self._planner: SlipperyPlanner | None = None
+        self._distances: np.ndarray | None = None  # shortest path lengths to the goal, -1: none (distances_to_goal)
 
     @property
     def lake(self) -> LakeMap | None:
@@ -119,11 +137,30 @@ class FrozenLakeEnv(TextEnv):
         """The player's (row, column)."""
         return self._position
 
+    @property
+    def difficulty_range(self) -> tuple[int, int]:
+        """The difficulties ``reset(options={"difficulty": d})`` takes: shortest path lengths, ``(lowest, highest)``.
+
+        From 1 to the longest path without detours the map holds (:func:`~envs.frozenlake.maps.distance_range`).
+        An environment with a fixed map (``desc``) draws no maps: it has no difficulty range (``AttributeError``,
+        so that ``hasattr`` says so).
+        """
+        if self.fixed_map is not None:
+            raise AttributeError("FrozenLakeEnv with a fixed map (desc) draws no maps, so it has no difficulty_range")
+        return distance_range(self.shape, self.num_holes)
+
     # ----------------------------------------------------------------------------------------------
     # TextEnv
     # ----------------------------------------------------------------------------------------------
     def _reset(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        if options.get("desc") is not None:
+        difficulty = options.get("difficulty")
+        if difficulty is not None:
+            if options.get("desc") is not None or self.fixed_map is not None:
+                raise ValueError("the option 'difficulty' draws a map: it cannot be combined with a map given by desc")
+            self._lake = generate_map_at_distance(
+                self.np_random, self.shape, self.num_holes, self._check_difficulty(difficulty)
+            )
+        elif options.get("desc") is not None:
             self._lake = LakeMap.parse(options["desc"])
         elif self.fixed_map is not None:
             self._lake = self.fixed_map
@@ -133,6 +170,7 @@ class FrozenLakeEnv(TextEnv):
         self._steps = 0
         self._slips = 0
         self._planner = None
+        self._distances = distances_to_goal(self._lake)
         observation = f"{self.render_text()}\nYour move."
         return observation, {**self._state_info(), "map": list(self._lake.rows)}
 
@@ -207,9 +245,26 @@ class FrozenLakeEnv(TextEnv):
             left = min(left, self.max_turns - self.turn)
         return left
 
+    def _check_difficulty(self, difficulty: Any) -> int:
+        low, high = self.difficulty_range
+        if isinstance(difficulty, bool) or not isinstance(difficulty, Integral) or not low <= difficulty <= high:
+            raise ValueError(
+                f"difficulty must be an int in [{low}, {high}] (shortest path moves; difficulty_range of a "
+                f"{self.shape[0]}x{self.shape[1]} map with {self.num_holes} holes), got {difficulty!r}"
+            )
+        return int(difficulty)
+
     def _state_info(self) -> dict[str, Any]:
         lake = self._require_lake()
-        return {"position": self._position, "goal": lake.goal, "steps": self._steps}
+        assert self._distances is not None
+        distance = int(self._distances[self._position])
+        return {
+            "position": self._position,
+            "goal": lake.goal,
+            "steps": self._steps,
+            "state_key": f"{'/'.join(lake.rows)}@{self._position[0]},{self._position[1]}",
+            "distance_to_goal": distance if distance >= 0 else None,
+        }
 
     def _step_info(self, parsed: ParsedActions, moves: Sequence[Move]) -> dict[str, Any]:
         return {

@@ -12,6 +12,12 @@ Generation (:func:`generate_map`) is bounded and seeded only by the generator it
    close enough that a shortest path fits among the non-hole tiles, a random monotone shortest path
    between them kept free, and the holes placed uniformly on the remaining tiles. Always succeeds.
 
+Maps of a given difficulty (:func:`generate_map_at_distance`, the curriculum's ``difficulty`` option): the
+shortest path from start to goal takes exactly ``distance`` moves. Start and goal are a pair of tiles drawn
+uniformly among those ``distance`` apart (Manhattan distance), the holes uniformly on the other tiles, redrawn
+until a path of that length survives (at most ``attempts`` draws; then the carving fallback, with this start
+and goal). So these maps never need a detour: a shortest path is as long as the start and goal are apart.
+
 The fallback is a guarantee more than a path taken: a single draw is unsolvable about 2% of the time for
 the default 4x4 map with 3 holes and about 70% for a 10x10 map with half its tiles holes, and in 500
 maps per configuration not one needed the fallback, even on 10x10 maps with 70% holes (some draws put
@@ -34,8 +40,10 @@ __all__ = [
     "LakeMap",
     "Position",
     "count_holes",
+    "distance_range",
     "distances_to_goal",
     "generate_map",
+    "generate_map_at_distance",
     "normalize_size",
     "shortest_path",
 ]
@@ -161,6 +169,43 @@ def generate_map(
     return _carve(rng, shape, num_holes)
 
 
+def distance_range(shape: tuple[int, int], num_holes: int) -> tuple[int, int]:
+    """The distances :func:`generate_map_at_distance` takes: from 1 to the longest monotone path that fits.
+
+    A path of ``d`` moves covers ``d + 1`` tiles, none of them a hole, and no two tiles are further apart
+    than ``rows + columns - 2``.
+    """
+    tiles = shape[0] * shape[1]
+    return 1, min(shape[0] + shape[1] - 2, tiles - num_holes - 1)
+
+
+def generate_map_at_distance(
+    rng: np.random.Generator,
+    shape: tuple[int, int],
+    num_holes: int,
+    distance: int,
+    *,
+    attempts: int = REJECTION_ATTEMPTS,
+) -> LakeMap:
+    """A random map whose shortest path from start to goal takes exactly ``distance`` moves (module docstring)."""
+    low, high = distance_range(shape, num_holes)
+    if not low <= distance <= high:
+        raise ValueError(f"a {shape[0]}x{shape[1]} map with {num_holes} holes has paths of {low} to {high} moves")
+    tiles = shape[0] * shape[1]
+    rows, cols = np.divmod(np.arange(tiles), shape[1])
+    apart = np.abs(rows[:, None] - rows[None, :]) + np.abs(cols[:, None] - cols[None, :])  # [tiles, tiles]
+    pairs = np.flatnonzero(apart.ravel() == distance)
+    for attempt in range(attempts + 1):
+        start, goal = divmod(int(pairs[rng.integers(len(pairs))]), tiles)
+        if attempt == attempts:
+            return _carve_path(rng, shape, num_holes, start, goal)
+        others = np.delete(np.arange(tiles), sorted((start, goal)))
+        lake = _build(shape, start, goal, rng.choice(others, size=num_holes, replace=False))
+        if distances_to_goal(lake)[lake.start] == distance:
+            return lake
+    raise AssertionError("unreachable: the last attempt carves a path")
+
+
 def _carve(rng: np.random.Generator, shape: tuple[int, int], num_holes: int) -> LakeMap:
     """The fallback: a random monotone shortest path kept free of holes, holes uniform elsewhere."""
     n_rows, n_cols = shape
@@ -172,6 +217,14 @@ def _carve(rng: np.random.Generator, shape: tuple[int, int], num_holes: int) -> 
     distance = np.abs(rows - s_row) + np.abs(cols - s_col)
     candidates = np.flatnonzero((distance >= 1) & (distance + 1 <= tiles - num_holes))
     goal = int(candidates[rng.integers(len(candidates))])
+    return _carve_path(rng, shape, num_holes, start, goal)
+
+
+def _carve_path(rng: np.random.Generator, shape: tuple[int, int], num_holes: int, start: int, goal: int) -> LakeMap:
+    """A random monotone path from ``start`` to ``goal`` kept free of holes, the holes uniform on the other tiles."""
+    n_rows, n_cols = shape
+    tiles = n_rows * n_cols
+    s_row, s_col = divmod(start, n_cols)
     g_row, g_col = divmod(goal, n_cols)
     d_row, d_col = g_row - s_row, g_col - s_col
     steps = [(int(np.sign(d_row)), 0)] * abs(d_row) + [(0, int(np.sign(d_col)))] * abs(d_col)

@@ -16,7 +16,15 @@ which does not make the turn invalid. Execution stops as soon as the episode end
 
 Levels come from :func:`envs.sokoban.generator.generate_level` (seeded by ``self.np_random``), from an
 XSB file (``level_file``; the seed picks a level) or from ``reset(options=...)``: ``{"level": xsb_text}``
-plays that level, ``{"level_index": i}`` the i-th level of ``level_file``.
+plays that level, ``{"level_index": i}`` the i-th level of ``level_file``, ``{"difficulty": d}`` a generated
+level whose optimal solution takes exactly ``d`` moves (``d`` within :attr:`SokobanEnv.difficulty_range`;
+the seed and ``d`` fix the level).
+
+The state information of the contract (:mod:`envs.core`), in every info: ``state_key`` is the board
+position (:meth:`~envs.sokoban.room.Board.state_key`: XSB rows joined by ``/``, room included, counters
+excluded) and ``distance_to_goal`` the optimal number of moves left (:mod:`envs.sokoban.plans`: the
+exact solver, cached along optimal solutions; ``None`` once the position is unsolvable, a box stuck in a
+corner say, or beyond the solver's budget). Neither is ever shown to the model.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from typing import Any
 
 from envs.actions import ParsedActions, WordActions
 from envs.core import StepOutcome, TextEnv
-from envs.sokoban.generator import generate_level, min_floor_cells
+from envs.sokoban.generator import GeneratedLevel, difficulty_range, generate_level, min_floor_cells
+from envs.sokoban.plans import PlanCache
 from envs.sokoban.room import ACTIONS, PUSHED, Board, Level
 from envs.sokoban.solver import Solution, solve
 from envs.sokoban.text import MoveReport, describe_turn, instructions, positions_line, relative_lines, status_line
@@ -43,7 +52,9 @@ STEP_REWARD = -0.1  # every move, blocked or not
 BOX_ON_TARGET_REWARD = 1.0  # per box that lands on a target (the same amount is lost when one leaves)
 SOLVED_REWARD = 10.0
 LEVELS_DIR = Path(__file__).parent / "levels"
-_SOLVER_EXPANSIONS = 200_000  # for levels from files and for the oracle; generated levels come solved
+_SOLVER_EXPANSIONS = 200_000  # for levels from files, the oracle and distance_to_goal; generated levels come solved
+# The difficulty option's attempt budget, in units of max_attempts: exact move counts are rarer than bounds.
+_DIFFICULTY_ATTEMPTS_FACTOR = 10
 
 
 class SokobanEnv(TextEnv):
@@ -83,9 +94,10 @@ class SokobanEnv(TextEnv):
             from the box ("The box is 1 down and 2 left of you; the target is 1 left of the box.").
 
     Info keys besides the standard ones: ``boxes_on_target``, ``num_boxes``, ``steps`` (moves so far),
-    ``pushes``, ``optimal_moves`` (of the start position; ``None`` if unsolvable or unknown) and
-    ``level_name``; after a step also ``actions_executed``, ``actions_not_executed`` (valid actions
-    skipped because the episode ended), ``actions_over_cap`` and ``invalid_reason``. Metrics:
+    ``pushes``, ``optimal_moves`` (of the start position; ``None`` if unsolvable or unknown),
+    ``level_name``, ``state_key`` and ``distance_to_goal`` (module docstring); after a step also
+    ``actions_executed``, ``actions_not_executed`` (valid actions skipped because the episode ended),
+    ``actions_over_cap`` and ``invalid_reason``. Metrics:
     ``boxes_on_target_fraction``, ``moves`` and ``pushes`` for the episode so far.
     """
 
@@ -150,7 +162,7 @@ class SokobanEnv(TextEnv):
         self._optimal: Solution | None = None
         self._steps = 0
         self._pushes = 0
-        self._plan: dict[tuple[frozenset[int], int], tuple[str, ...]] = {}
+        self._plans = PlanCache(_SOLVER_EXPANSIONS)
         self._file_solutions: dict[int, Solution | None] = {}
 
     @property
@@ -168,6 +180,22 @@ class SokobanEnv(TextEnv):
         """The current position (read it, do not move it: use :meth:`step`)."""
         return self._require_board()
 
+    @property
+    def difficulty_range(self) -> tuple[int, int]:
+        """The difficulties ``reset(options={"difficulty": d})`` takes: optimal moves, ``(lowest, highest)`` inclusive.
+
+        Within the bounds of the configuration (``max(min_pushes, num_boxes) + 1`` moves: the player never
+        starts next to a box; ``max_moves``), narrowed to the move counts the generator reaches readily in
+        this room (:func:`~envs.sokoban.generator.difficulty_range`, computed once per configuration: a 6x6
+        room with one box rarely has an optimal solution of 20 moves or more). An environment playing a
+        ``level_file`` generates no levels: it has no difficulty range (``AttributeError``, so that
+        ``hasattr`` says so).
+        """
+        if self.levels is not None:
+            raise AttributeError("SokobanEnv with a level_file generates no levels, so it has no difficulty_range")
+        rows, cols = self.shape
+        return difficulty_range(rows, cols, self.num_boxes, min_pushes=self.min_pushes, max_moves=self.max_moves)
+
     # ----------------------------------------------------------------------------------------------
     # TextEnv
     # ----------------------------------------------------------------------------------------------
@@ -176,9 +204,8 @@ class SokobanEnv(TextEnv):
         self._board = Board(self._level)
         self._steps = 0
         self._pushes = 0
-        self._plan = {}
-        if self._optimal is not None:
-            self._remember_plan(self._level, self._optimal.moves)
+        self._plans.clear()
+        self._plans.remember(self._level, None if self._optimal is None else self._optimal.moves)
         observation = f"{self._board_text()}\n{self._status(0)} Your move."
         return observation, self._state_info()
 
@@ -233,15 +260,8 @@ class SokobanEnv(TextEnv):
             return None
         if self.episode_over:
             return []
-        moves = self._plan.get((frozenset(self._board.boxes), self._board.player))
-        if moves is None:
-            position = self._board.snapshot()
-            result = solve(position, max_expansions=_SOLVER_EXPANSIONS)
-            if result.solution is None:
-                return None
-            moves = result.solution.moves
-            self._remember_plan(position, moves)
-        return self.word_actions.turns(moves)
+        moves = self._plans.plan(self._board)
+        return None if moves is None else self.word_actions.turns(moves)
 
     def valid_actions(self) -> list[str]:
         return [self.word_actions.turn([word]) for word in ACTIONS]
@@ -251,9 +271,19 @@ class SokobanEnv(TextEnv):
     # ----------------------------------------------------------------------------------------------
     def _choose_level(self, options: Mapping[str, Any]) -> tuple[Level, Solution | None]:
         """The start position for an episode and its optimal solution (``None``: unsolvable or unknown)."""
-        unknown = sorted(set(options) - {"level", "level_index"})
+        unknown = sorted(set(options) - {"level", "level_index", "difficulty"})
         if unknown:
-            raise ValueError(f"unknown reset options {unknown}; SokobanEnv accepts 'level' and 'level_index'")
+            raise ValueError(
+                f"unknown reset options {unknown}; SokobanEnv accepts 'level', 'level_index' and 'difficulty'"
+            )
+        difficulty = options.get("difficulty")
+        if difficulty is not None:
+            if options.get("level") is not None or options.get("level_index") is not None:
+                raise ValueError("the option 'difficulty' generates a level: it cannot be combined with a given level")
+            if self.levels is not None:
+                raise ValueError("the option 'difficulty' needs generated levels: leave out level_file")
+            generated = self._generate(self._check_difficulty(difficulty))
+            return generated.level, generated.solution
         if options.get("level") is not None:
             levels = parse_xsb(str(options["level"]), source="options['level']")
             if len(levels) != 1:
@@ -270,17 +300,27 @@ class SokobanEnv(TextEnv):
             return self.levels[index], self._file_solutions[index]
         if options.get("level_index") is not None:
             raise ValueError("the option 'level_index' needs a level_file")
-        rows, cols = self.shape
-        generated = generate_level(
-            rows,
-            cols,
-            self.num_boxes,
-            self.np_random,
-            min_pushes=self.min_pushes,
-            max_moves=self.max_moves,
-            max_attempts=self.max_attempts,
-        )
+        generated = self._generate(None)
         return generated.level, generated.solution
+
+    def _generate(self, difficulty: int | None) -> GeneratedLevel:
+        """A level from the seeded generator: within the move bound, or of exactly ``difficulty`` optimal moves."""
+        rows, cols = self.shape
+        if difficulty is None:
+            bounds = {"max_moves": self.max_moves, "max_attempts": self.max_attempts}
+        else:
+            attempts = _DIFFICULTY_ATTEMPTS_FACTOR * self.max_attempts
+            bounds = {"min_moves": difficulty, "max_moves": difficulty, "max_attempts": attempts}
+        return generate_level(rows, cols, self.num_boxes, self.np_random, min_pushes=self.min_pushes, **bounds)
+
+    def _check_difficulty(self, difficulty: Any) -> int:
+        low, high = self.difficulty_range
+        if isinstance(difficulty, bool) or not isinstance(difficulty, Integral) or not low <= difficulty <= high:
+            raise ValueError(
+                f"difficulty must be an int in [{low}, {high}] (optimal moves; difficulty_range of this "
+                f"{self.shape[0]}x{self.shape[1]} room with {self.num_boxes} box(es)), got {difficulty!r}"
+            )
+        return int(difficulty)
 
     def _execute(self, board: Board, actions: tuple[str, ...]) -> list[MoveReport]:
         """Make the moves in order until the puzzle is solved or the step limit is reached."""
@@ -294,13 +334,6 @@ class SokobanEnv(TextEnv):
             self._pushes += result == PUSHED
             moves.append(MoveReport(action, result, board.boxes_on_target - before))
         return moves
-
-    def _remember_plan(self, position: Level, moves: tuple[str, ...]) -> None:
-        """Index an optimal solution by every position along it: each suffix is optimal from its position."""
-        board = Board(position)
-        for i, action in enumerate(moves):
-            self._plan[(frozenset(board.boxes), board.player)] = moves[i:]
-            board.move(action)
 
     def _move_bound(self, max_moves: int | None) -> int:
         """The generator's bound on optimal moves: ``max_moves`` within the episode's move budget."""
@@ -346,6 +379,7 @@ class SokobanEnv(TextEnv):
         board = self._require_board()
         level = self._level
         assert level is not None
+        plan = self._plans.plan(board)
         return {
             "boxes_on_target": board.boxes_on_target,
             "num_boxes": len(board.boxes),
@@ -353,6 +387,8 @@ class SokobanEnv(TextEnv):
             "pushes": self._pushes,
             "optimal_moves": None if self._optimal is None else self._optimal.num_moves,
             "level_name": level.name,
+            "state_key": board.state_key(),
+            "distance_to_goal": None if plan is None else len(plan),
         }
 
     def _step_info(self, parsed: ParsedActions, moves: list[MoveReport]) -> dict[str, Any]:

@@ -48,6 +48,8 @@ _COLORS = {
     PLAYER_ON_TARGET: "\x1b[1;36m",
 }
 _RESET = "\x1b[0m"
+# XSB's symbols for the empty room, used by state keys ("-" is XSB's other floor symbol: no spaces in a key)
+_XSB_ROOM = {WALL: "#", FLOOR: "-", TARGET: "."}
 
 
 class LevelError(ValueError):
@@ -155,7 +157,17 @@ class Board:
     ``SokobanEnv.step``). ``boxes_on_target`` is kept up to date.
     """
 
-    __slots__ = ("_background", "_offsets", "_targets", "_walls", "boxes", "boxes_on_target", "level", "player")
+    __slots__ = (
+        "_background",
+        "_key_background",
+        "_offsets",
+        "_targets",
+        "_walls",
+        "boxes",
+        "boxes_on_target",
+        "level",
+        "player",
+    )
 
     def __init__(self, level: Level) -> None:
         self.level = level
@@ -166,6 +178,7 @@ class Board:
         self._targets = level.targets
         self._offsets = {action: level.offset(action) for action in ACTIONS}
         self._background = _background(level)
+        self._key_background = [_XSB_ROOM[symbol] for symbol in self._background]
 
     @property
     def solved(self) -> bool:
@@ -192,6 +205,21 @@ class Board:
     def snapshot(self) -> Level:
         """The current position as an immutable :class:`Level`."""
         return self.level.with_state(self.boxes, self.player)
+
+    def state_key(self) -> str:
+        """The whole position as one string: XSB rows (``-`` for floor) joined by ``/``, e.g. ``"#####/#@$.#/#####"``.
+
+        Walls, targets, boxes and the player, every cell of the grid: equal keys exactly when the positions are
+        equal, levels of other rooms included; ``key.replace("/", "\\n")`` is the position in XSB. Nothing else
+        (no move counter, no level name): it keys the board position.
+        """
+        symbols = list(self._key_background)
+        targets = self._targets
+        for box in self.boxes:
+            symbols[box] = "*" if box in targets else "$"
+        symbols[self.player] = "+" if self.player in targets else "@"
+        cols = self.level.cols
+        return "/".join("".join(symbols[r * cols : (r + 1) * cols]) for r in range(self.level.rows))
 
     def render(self, *, color: bool = False, separator: str = "") -> str:
         """The board in RAGEN's symbols, one text line per row with ``separator`` between cells; ``color``

@@ -56,9 +56,12 @@ def failures_of(env_class) -> dict[str, str]:
     return caught.value.failures
 
 
+NO_STATE_INFO = "reset's info has neither state_key nor distance_to_goal (optional state information)"
+
+
 def test_a_conforming_env_passes_every_check_and_reports_them():
     report = check_text_env(GuessEnv, seeds=(0, 1, 2))
-    assert isinstance(report, CheckReport) and report.ok and report.skipped == {}
+    assert isinstance(report, CheckReport) and report.ok and report.skipped == {"state_info": NO_STATE_INFO}
     assert report.passed == [
         "text_env",
         "reset_info",
@@ -72,7 +75,7 @@ def test_a_conforming_env_passes_every_check_and_reports_them():
         "render",
         "gymnasium",
     ]
-    assert report.summary().startswith("GuessEnv: 11 passed, 0 skipped, 0 failed in ")
+    assert report.summary().startswith("GuessEnv: 11 passed, 1 skipped, 0 failed in ")
 
 
 def test_an_instance_works_too_and_gymnasium_can_be_left_out():
@@ -93,6 +96,7 @@ def test_checks_that_do_not_apply_are_skipped_with_the_reason():
     assert report.skipped == {
         "valid_actions": "valid_actions() is None (an open-ended action set)",
         "oracle": "oracle() is None after reset for every seed (no oracle)",
+        "state_info": NO_STATE_INFO,
     }
 
 
@@ -365,10 +369,196 @@ def test_cli_checks_a_registered_env_and_returns_its_status(capsys):
     envs.register("checker-strict", Strict)
     try:
         assert envs_cli(["check", "checker-guess", "max_turns=3", "--seeds", "4,5"]) == 0
-        assert "turngym/checker-guess: 11 passed, 0 skipped, 0 failed" in capsys.readouterr().out
+        assert "turngym/checker-guess: 11 passed, 1 skipped, 0 failed" in capsys.readouterr().out
         assert envs_cli(["check", "checker-strict"]) == 1
         assert "FAILED  hostile_actions: step('') raised ValueError" in capsys.readouterr().out
         assert envs_cli(["check", "checker-guess", "max_turn=3"]) == 2
         assert "does not accept 'max_turn' (did you mean 'max_turns'?)" in capsys.readouterr().out
     finally:
         envs.unregister("checker-guess", "checker-strict")
+
+
+# --------------------------------------------------------------------------------------------------
+# The optional state information: state_key and distance_to_goal
+# --------------------------------------------------------------------------------------------------
+class WalkEnv(envs.TextEnv):
+    """A conforming environment with state information: walk from cell 0 to cell LENGTH with "+" and "-".
+
+    Each turn makes the moves of a "||"-separated list, reported in ``info["actions_executed"]``; the
+    distance is the cells left, the key the cell.
+    """
+
+    LENGTH = 4
+    instructions = "Walk from cell 0 to the last cell. Answer with + or -, several separated by ||."
+    action_format = "+ || +"
+
+    def __init__(self, *, max_turns: int | None = 6, format_penalty: float = 0.1, render_mode: str | None = "ansi"):
+        super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
+        self.cell = 0
+
+    def _reset(self, options):
+        self.cell = 0
+        return "You are on cell 0.", self._state()
+
+    def _step(self, action):
+        parsed = parse_actions(action, ["+", "-"], max_actions=3)
+        executed = []
+        for move in parsed.actions:
+            if self.cell == self.LENGTH:
+                break
+            self.cell = min(max(self.cell + self._step_of(move), 0), self.LENGTH)
+            executed.append(move)
+        solved = self.cell == self.LENGTH
+        return envs.StepOutcome(
+            f"You are on cell {self.cell}.",
+            reward=float(solved),
+            terminated=solved,
+            success=solved,
+            action_is_valid=parsed.is_valid,
+            extra_info={**self._state(), "actions_executed": executed},
+        )
+
+    def _step_of(self, move: str) -> int:
+        return 1 if move == "+" else -1
+
+    def _state(self) -> dict:
+        return {"state_key": f"cell {self.cell}", "distance_to_goal": self.LENGTH - self.cell}
+
+    def render_text(self, color=False):
+        return f"cell {self.cell}"
+
+    def oracle(self):
+        left = self.LENGTH - self.cell
+        return [] if self.episode_over else [" || ".join(["+"] * min(left, 3))] * (1 if left <= 3 else 2)
+
+    def valid_actions(self):
+        return ["+", "-", "+ || +"]
+
+
+def state_failure(env_class) -> str:
+    failures = check_text_env(env_class, raise_on_failure=False).failures
+    assert "state_info" in failures, failures
+    return failures["state_info"]
+
+
+def test_state_information_is_checked_when_given():
+    report = check_text_env(WalkEnv, seeds=(0, 1, 2))
+    assert report.ok and report.skipped == {} and report.passed[-1] == "state_info"
+
+
+def test_a_state_key_that_is_not_a_str():
+    class IntKey(WalkEnv):
+        def _state(self):
+            return {**super()._state(), "state_key": self.cell}
+
+    assert state_failure(IntKey) == (
+        "reset(seed=0) returned info['state_key'] = 0 of type int: it must be a str, a canonical key of the whole "
+        "state (equal strings exactly when the states are equal)"
+    )
+
+
+@pytest.mark.parametrize(("distance", "shown"), [(-1, "-1 of type int"), (2.0, "2.0 of type float"), ("2", "2 of")])
+def test_a_distance_that_is_not_a_count(distance, shown):
+    class OddDistance(WalkEnv):
+        def _state(self):
+            return {**super()._state(), "distance_to_goal": distance}
+
+    message = state_failure(OddDistance)
+    assert message.startswith(f"reset(seed=0) returned info['distance_to_goal'] = {shown}")
+    assert "it must be an int >= 0 (the optimal number of moves left) or None (unsolvable or unknown)" in message
+
+
+def test_a_distance_that_is_not_zero_on_success():
+    class NeverZero(WalkEnv):
+        def _state(self):
+            return {**super()._state(), "distance_to_goal": self.LENGTH - self.cell + 1}
+
+    assert state_failure(NeverZero) == (
+        "seed 0, oracle turn 2 (+) returned distance_to_goal = 1 with success = True: the distance is 0 exactly "
+        "when the task is solved"
+    )
+
+
+def test_a_distance_that_does_not_fall_along_the_oracle():
+    class Stuck(WalkEnv):  # 4 until solved: the oracle's first turn of 3 moves leaves it at 4
+        def _state(self):
+            return {**super()._state(), "distance_to_goal": 0 if self.cell == self.LENGTH else self.LENGTH}
+
+    assert state_failure(Stuck) == (
+        "seed 0, oracle turn 1 (+ || + || +): following the oracle took distance_to_goal from 4 to 4 in 3 move(s): "
+        "an optimal plan lowers the optimal distance by exactly the moves it makes; fix the distance or the oracle, "
+        "or, if a move's outcome is random, set stochastic_dynamics = True"
+    )
+
+
+def test_a_distance_that_falls_faster_than_one_per_move():
+    class Halved(WalkEnv):  # 8, 6, 4, ...: the oracle's 3 moves take it from 8 to 2
+        def _state(self):
+            return {**super()._state(), "distance_to_goal": 2 * (self.LENGTH - self.cell)}
+
+    assert state_failure(Halved).startswith(
+        "seed 0, oracle turn 1 (+ || + || +): distance_to_goal fell from 8 to 2 in 3 move(s): an optimal distance "
+        "falls by at most one per move"
+    )
+
+
+def test_equal_keys_need_equal_distances():
+    class CoarseKey(WalkEnv):  # the key forgets the cell
+        def _state(self):
+            return {**super()._state(), "state_key": "walking" if self.cell < self.LENGTH else "done"}
+
+    assert state_failure(CoarseKey).startswith(
+        "seed 0, oracle turn 1 (+ || + || +): state_key walking came with distance_to_goal 4 before and 1 now: "
+        "equal keys mean equal states"
+    )
+
+
+def test_keys_given_at_reset_must_follow_every_step():
+    class ResetOnly(WalkEnv):
+        def _step(self, action):
+            outcome = super()._step(action)
+            return envs.StepOutcome(outcome.observation, terminated=outcome.terminated, success=outcome.success)
+
+    assert state_failure(ResetOnly).startswith(
+        "seed 0, oracle turn 1 (+ || + || +) returned no info['state_key', 'distance_to_goal'], which reset gave"
+    )
+
+
+def test_a_fresh_instance_must_give_the_same_state_information():
+    class PerInstance(WalkEnv):
+        instances = 0
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            PerInstance.instances += 1
+            self.tag = PerInstance.instances
+
+        def _state(self):
+            return {**super()._state(), "state_key": f"cell {self.cell} of walk {self.tag}"}
+
+    assert re.fullmatch(  # the determinism check built a fresh instance too, so the walk's number varies
+        r"seed 0, reset: a fresh instance gave \(state_key, distance_to_goal\) = \('cell 0 of walk \d+', 4\), the "
+        r"first \('cell 0 of walk 1', 4\): the same seed and actions must give the same state information",
+        state_failure(PerInstance),
+    )
+
+
+def test_stochastic_dynamics_are_exempt_from_the_exact_fall_only():
+    class Slippery(WalkEnv):  # a move slips back with probability 1/2; the distance is still the cells left
+        def _step_of(self, move):
+            return super()._step_of(move) if self.np_random.random() < 0.5 else -1
+
+    message = state_failure(Slippery)
+    assert "following the oracle took distance_to_goal" in message and "set stochastic_dynamics = True" in message
+
+    class DeclaredSlippery(Slippery):
+        stochastic_dynamics = True
+
+    report = check_text_env(DeclaredSlippery, raise_on_failure=False)
+    assert "state_info" in report.passed
+
+    class SlipperyAndWrong(DeclaredSlippery):
+        def _state(self):
+            return {**super()._state(), "distance_to_goal": 2 * (self.LENGTH - self.cell)}
+
+    assert "falls by at most one per move" in state_failure(SlipperyAndWrong)

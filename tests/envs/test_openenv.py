@@ -119,18 +119,27 @@ def test_round_trip_oracle_reaches_success_with_in_process_rewards(env_id, seed)
     env = envs.make("openenv", serve=env_id)
     direct = envs.make(env_id)
     observation, info = env.reset(seed=seed)
-    assert observation == direct.reset(seed=seed)[0] and env.instructions == direct.instructions
+    direct_observation, direct_info = direct.reset(seed=seed)
+    assert observation == direct_observation and env.instructions == direct.instructions
     assert env.tools == direct.tools and env.spec.id == "turngym/OpenEnv-v0"
-    turns = []
+    turns, states = [], [state_of(info)]
     while not env.episode_over:
         action = env.oracle()[0]
         _, reward, terminated, truncated, info = env.step(action)
         turns.append((action, reward, terminated or truncated))
+        states.append(state_of(info))
     assert info["success"] and turns == play_in_process(env_id, seed)
+    direct_states = [state_of(direct_info)]
     for action, _, _ in turns:
-        direct.step(action)
+        direct_states.append(state_of(direct.step(action)[-1]))
     assert env.messages() == direct.messages()  # the same conversation, tool messages included
+    assert states == direct_states  # the optional state information travels in the metadata
+    assert (states[0][1] is not None) == (env_id != "toolcall") and states[-1][1] in (0, None)
     env.close()
+
+
+def state_of(info: dict) -> tuple:
+    return info.get("state_key"), info.get("distance_to_goal")
 
 
 def test_tool_results_keep_their_role_through_the_server():

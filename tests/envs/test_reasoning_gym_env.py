@@ -168,6 +168,7 @@ def test_datasets_without_a_single_answer_have_no_oracle():
     assert check_text_env(lambda: envs.make("reasoning_gym", dataset="rush_hour"), seeds=(0,)).skipped == {
         "valid_actions": "valid_actions() is None (an open-ended action set)",
         "oracle": "oracle() is None after reset for every seed (no oracle)",
+        "state_info": "reset's info has neither state_key nor distance_to_goal (optional state information)",
     }
 
 
