@@ -1,0 +1,147 @@
+"""RL over several draws of training levels from one shared warm-up, each judged on the same held-out seeds.
+
+    python benchmarks/learning_draws.py --draws 4                          # the README's main command, 4 draws
+    python benchmarks/learning_draws.py --draws 2 --algo gigpo -- algo.group_size=4 algo.shaping.coef=0.5
+    python benchmarks/learning_draws.py --draws 4 --warmup runs/w/policy  # reuse a warm-up policy
+
+What one run of the main command cannot say: how much of RL's gain is the draw of training levels. So:
+
+1. one warm-up (``python -m trainer.sft``, the same oracle episodes and steps as ``trainer.run``'s) unless
+   ``--warmup`` names a policy directory already made that way;
+2. the warm-up policy evaluated once on ``--eval-episodes`` held-out seeds (``python -m agents.eval``, seeds
+   from ``evaluation.seed``, the run's temperature and limits);
+3. for each draw ``k`` (training seed ``--first-seed + k * --seed-stride``): the RL phase from the warm-up policy
+   (``python -m trainer.run ... model=<warm-up> sft.warmup=false trainer.seed=<seed>``, the embedded model's
+   LoRA settings, no in-run evaluation), its process tree's memory sampled every second, then its final
+   policy evaluated on the same held-out seeds with the same sampling seed;
+4. per draw: held-out success with a 95% interval, and RL over the warm-up paired per seed with a 95% interval;
+   over the draws: the mean gain with a 95% t-interval (the draws' spread), the worst draw, wall time and
+   peak memory. JSON on stdout and in ``<out>/learning_draws.json``.
+
+Intervals: a draw's are normal intervals on 256 (or ``--eval-episodes``) per-seed values; the overall one
+is Student's t on the draws' gains (it counts the training draw as the unit, which is what varies most).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from learning_run import TreeMemory
+
+from agents.trajectory import read_trajectories
+
+# The embedded model's RL settings (configs/training/model/smollm2.yaml): a policy directory loads as model=hf.
+SMOLLM2_RL = ["model.lr=1e-4", "model.critic_lr=1e-3", "model.lora_rank=32", "model.lora_alpha=64.0"]
+# Student's t quantile for a two-sided 95% interval, by degrees of freedom (draws - 1).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def interval(values: list[float], *, t: bool = False) -> dict[str, float]:
+    """Mean and a 95% interval half-width: normal (1.96 s.e.) or Student's t over ``len(values) - 1`` degrees."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return {"mean": mean, "ci95": math.nan, "n": len(values)}
+    se = statistics.stdev(values) / math.sqrt(len(values))
+    quantile = _T95.get(len(values) - 1, 1.96) if t else 1.96
+    return {"mean": mean, "ci95": quantile * se, "n": len(values)}
+
+
+def per_seed_success(path: Path) -> dict[int, float]:
+    return {t.seed: float(t.success) for t in read_trajectories(path)}
+
+
+def evaluate(policy: Path, args: argparse.Namespace, out: Path) -> dict[int, float]:
+    """``agents.eval`` of ``policy`` on the held-out seeds; per-seed success."""
+    command = [
+        sys.executable, "-m", "agents.eval", "env=sokoban", *args.env, "agent=hf", f"model={policy}",
+        f"episodes={args.eval_episodes}", f"seed={args.eval_seed}", f"temperature={args.temperature}",
+        "max_new_tokens=32", "max_total_tokens=1024", "max_turns=3", f"out={out}", "progress=false",
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    return per_seed_success(out)
+
+
+def run_timed(command: list[str]) -> tuple[float, TreeMemory]:
+    started = time.perf_counter()
+    process = subprocess.Popen(command)
+    memory = TreeMemory(process.pid)
+    code = process.wait()
+    memory.stop()
+    if code != 0:
+        raise SystemExit(f"{' '.join(command[1:4])} ... failed with exit code {code}")
+    return time.perf_counter() - started, memory
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--draws", type=int, default=4)
+    parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--out", default=None, help="a folder for everything (default: a new temporary one)")
+    parser.add_argument("--warmup", default=None, help="a warm-up policy directory to start every draw from")
+    parser.add_argument("--first-seed", type=int, default=0, help="training seed of the first draw")
+    parser.add_argument("--seed-stride", type=int, default=1000, help="training seeds of later draws step by this")
+    parser.add_argument("--eval-episodes", type=int, default=256)
+    parser.add_argument("--eval-seed", type=int, default=10_000)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--env", nargs="*", default=[], help="env.<key>=<value> overrides for training and evaluation")
+    parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
+    args = parser.parse_args()
+    out = Path(args.out or tempfile.mkdtemp(prefix="turngym-draws-"))
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict = {"algo": args.algo, "overrides": args.overrides, "env": args.env, "draws": []}
+    started = time.perf_counter()
+    if args.warmup is None:
+        warmup_dir = out / "warmup"
+        command = [sys.executable, "-m", "trainer.sft", "env=sokoban", *args.env, f"trainer.run_dir={warmup_dir}"]
+        report["warmup_s"], _ = run_timed(command)
+        policy = warmup_dir / "policy"
+    else:
+        policy = Path(args.warmup)
+    report["warmup_policy"] = str(policy)
+    warm = evaluate(policy, args, out / "warmup_eval.jsonl")
+    report["warmup_success"] = interval(list(warm.values()))
+    for k in range(args.draws):
+        seed = args.first_seed + k * args.seed_stride
+        run_dir = out / f"draw_{seed}"
+        command = [
+            sys.executable, "-m", "trainer.run", "env=sokoban", *args.env, f"algo={args.algo}", f"model={policy}",
+            *SMOLLM2_RL, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
+            f"trainer.run_dir={run_dir}", "trainer.progress=false", *args.overrides,
+        ]  # fmt: skip
+        wall_s, memory = run_timed(command)
+        final = sorted((run_dir / "checkpoints").glob("step_*"))[-1] / "policy"
+        after = evaluate(final, args, run_dir / "held_out.jsonl")
+        seeds = sorted(warm.keys() & after.keys())
+        draw = {
+            "seed": seed,
+            "rl_wall_s": wall_s,
+            "peak_pss_gib": memory.peak_pss / 2**30,
+            "success": interval([after[s] for s in seeds]),
+            "rl_minus_warmup": interval([after[s] - warm[s] for s in seeds]),
+        }
+        report["draws"].append(draw)
+        print(json.dumps(draw), flush=True)
+    gains = [d["rl_minus_warmup"]["mean"] for d in report["draws"]]
+    report["overall"] = {
+        "rl_minus_warmup": interval(gains, t=True),
+        "success": interval([d["success"]["mean"] for d in report["draws"]], t=True),
+        "worst_draw_gain": min(gains),
+        "draws_with_gain_of_10_points": sum(g >= 0.10 for g in gains),
+        "rl_wall_s_mean": statistics.fmean(d["rl_wall_s"] for d in report["draws"]),
+        "peak_pss_gib_max": max(d["peak_pss_gib"] for d in report["draws"]),
+    }
+    report["wall_s"] = time.perf_counter() - started
+    (out / "learning_draws.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
