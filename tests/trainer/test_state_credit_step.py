@@ -44,6 +44,11 @@ TRAJECTORIES = [
 TURN0, TURN1 = [2, 3], [6]
 
 
+def group_algo(advantage: str, **terms) -> AlgoConfig:
+    """A critic-free algorithm over groups of 2 without std division (Dr.GRPO's), plus ``terms``."""
+    return AlgoConfig(name=advantage, advantage=advantage, critic=False, group_size=2, normalize_std=False, **terms)
+
+
 def advantages(algo):
     batch = build_batch(TRAJECTORIES, pad_id=0)
     metrics = estimate_advantages(batch, TRAJECTORIES, algo)
@@ -51,15 +56,7 @@ def advantages(algo):
 
 
 def test_gigpo_adds_the_step_level_advantage_of_each_turns_anchor_state():
-    algo = AlgoConfig(
-        name="gigpo",
-        advantage="gigpo",
-        critic=False,
-        group_size=2,
-        normalize_std=False,
-        step_groups=StepGroupsConfig(weight=1.0, gamma=0.95),
-    )
-    adv, metrics = advantages(algo)
+    adv, metrics = advantages(group_algo("gigpo", step_groups=StepGroupsConfig(weight=1.0, gamma=0.95)))
     # episode level (Dr.GRPO-style, no std): returns 1 and 0, mean 0.5 -> +0.5, -0.5 on every sampled token
     # step level, gamma 0.95: episode 1's turn returns are [0 + 0.95 * 1, 1] = [0.95, 1], episode 2's [0, 0].
     # Anchor s0 holds both turn 0s: {0.95, 0}, mean 0.475 -> +0.475, -0.475; s1 and s2 hold one turn each -> 0.
@@ -77,15 +74,7 @@ def test_gigpo_adds_the_step_level_advantage_of_each_turns_anchor_state():
 
 
 def test_progress_shaping_changes_the_training_scores_not_the_trajectories():
-    algo = AlgoConfig(
-        name="grpo",
-        advantage="grpo",
-        critic=False,
-        group_size=2,
-        normalize_std=False,
-        shaping=ShapingConfig(coef=0.1, unsolvable_distance=20.0),
-    )
-    adv, metrics = advantages(algo)
+    adv, metrics = advantages(group_algo("grpo", shaping=ShapingConfig(coef=0.1, unsolvable_distance=20.0)))
     # shaping: episode 1 goes 2 -> 1 -> 0: +0.1, +0.1; episode 2 goes 2 -> 2 -> 3: 0, -0.1
     # shaped scores 1.2 and -0.1, mean 0.55 -> +0.65 and -0.65
     assert adv[0, TURN0 + TURN1].tolist() == pytest.approx([0.65] * 3)
@@ -118,15 +107,7 @@ def test_episodes_without_state_info_get_no_step_term_and_no_shaping():
         Trajectory(**{**t.to_dict(), "turn_state_keys": [], "turn_distances_before": [], "turn_distances_after": []})
         for t in TRAJECTORIES
     ]
-    algo = AlgoConfig(
-        name="gigpo",
-        advantage="gigpo",
-        critic=False,
-        group_size=2,
-        normalize_std=False,
-        shaping=ShapingConfig(coef=1.0),
-        step_groups=StepGroupsConfig(weight=1.0),
-    )
+    algo = group_algo("gigpo", shaping=ShapingConfig(coef=1.0), step_groups=StepGroupsConfig(weight=1.0))
     batch = build_batch(plain, pad_id=0)
     metrics = estimate_advantages(batch, plain, algo)
     assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.5] * 3)
