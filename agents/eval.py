@@ -71,8 +71,12 @@ class EvalSummary:
     errors: int
     max_tokens: int  # episodes ended by the context budget
     truncated: int
+    #: Success by difficulty bucket, for envs that report the solver's distance at reset
+    #: (``Trajectory.initial_distance``): (bucket, success rate, episodes), easiest first.
+    by_difficulty: tuple[tuple[str, float, int], ...] = ()
 
     def rows(self) -> list[tuple[str, str]]:
+        buckets = [(f"success, {name} optimal moves", f"{rate:.1%} of {n}") for name, rate, n in self.by_difficulty]
         return [
             ("episodes", f"{self.episodes}"),
             ("success rate", f"{self.success_rate:.1%} ± {self.success_stderr:.1%}"),
@@ -82,6 +86,7 @@ class EvalSummary:
             ("sampled tokens / episode", f"{self.mean_sampled_tokens:.1f}"),
             ("total tokens / episode", f"{self.mean_total_tokens:.1f}"),
             ("truncated / max_tokens / error", f"{self.truncated} / {self.max_tokens} / {self.errors}"),
+            *buckets,
         ]
 
 
@@ -115,7 +120,27 @@ def summarize(trajectories: Sequence[Trajectory]) -> EvalSummary:
         errors=sum(t.termination == "error" for t in trajectories),
         max_tokens=sum(t.termination == "max_tokens" for t in trajectories),
         truncated=sum(t.termination == "truncated" for t in trajectories),
+        by_difficulty=success_by_difficulty(trajectories),
     )
+
+
+DIFFICULTY_BUCKET_WIDTH = 3  # optimal moves per bucket: 1-3, 4-6, 7-9, ...
+
+
+def difficulty_bucket(distance: int) -> str:
+    """The bucket of a level whose optimal solution takes ``distance`` moves: ``"1-3"``, ``"4-6"``, ..."""
+    low = (max(int(distance), 1) - 1) // DIFFICULTY_BUCKET_WIDTH * DIFFICULTY_BUCKET_WIDTH + 1
+    return f"{low}-{low + DIFFICULTY_BUCKET_WIDTH - 1}"
+
+
+def success_by_difficulty(trajectories: Sequence[Trajectory]) -> tuple[tuple[str, float, int], ...]:
+    """(bucket, success rate, episodes) over the episodes whose env reported the start's distance, easiest first."""
+    buckets: dict[str, list[bool]] = {}
+    for t in trajectories:
+        if t.initial_distance is not None:
+            buckets.setdefault(difficulty_bucket(t.initial_distance), []).append(bool(t.success))
+    ordered = sorted(buckets.items(), key=lambda item: int(item[0].split("-")[0]))
+    return tuple((name, sum(wins) / len(wins), len(wins)) for name, wins in ordered)
 
 
 def default_output(config: EvalConfig) -> Path:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["DifficultyCurriculum", "difficulty_bucket", "difficulty_mix"]
+__all__ = ["DifficultyCurriculum", "difficulty_mix"]
 
 
 class DifficultyCurriculum:
@@ -62,12 +62,3 @@ def difficulty_mix(difficulties: Sequence[int]) -> dict[str, float]:
         "curriculum/difficulty_min": float(min(difficulties)),
         "curriculum/difficulty_max": float(max(difficulties)),
     }
-
-
-BUCKET_WIDTH = 3  # optimal moves per held-out bucket: 1-3, 4-6, 7-9, ...
-
-
-def difficulty_bucket(distance: int) -> str:
-    """The held-out bucket of a level whose optimal solution takes ``distance`` moves: ``"1-3"``, ``"4-6"``, ..."""
-    low = (max(int(distance), 1) - 1) // BUCKET_WIDTH * BUCKET_WIDTH + 1
-    return f"{low}-{low + BUCKET_WIDTH - 1}"

@@ -52,16 +52,12 @@ def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
 
 
 def _bucket_metrics(trajectories: list[Any]) -> dict[str, float]:
-    from trainer.curriculum import difficulty_bucket
+    from agents.eval import success_by_difficulty
 
-    buckets: dict[str, list[bool]] = {}
-    for t in trajectories:
-        if t.initial_distance is not None:
-            buckets.setdefault(difficulty_bucket(t.initial_distance), []).append(bool(t.success))
     metrics = {}
-    for name, successes in sorted(buckets.items(), key=lambda item: int(item[0].split("-")[0])):
-        metrics[f"eval/success_moves_{name}"] = sum(successes) / len(successes)
-        metrics[f"eval/episodes_moves_{name}"] = float(len(successes))
+    for name, rate, episodes in success_by_difficulty(trajectories):
+        metrics[f"eval/success_moves_{name}"] = rate
+        metrics[f"eval/episodes_moves_{name}"] = float(episodes)
     return metrics
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.curriculum import DifficultyCurriculum, difficulty_bucket, difficulty_mix
+from agents.eval import difficulty_bucket
+from trainer.curriculum import DifficultyCurriculum, difficulty_mix
 
 
 def test_the_ceiling_starts_at_the_easiest_level_and_follows_the_success_band():
@@ -64,3 +65,14 @@ def test_held_out_success_is_reported_per_difficulty_bucket():
     assert "eval/success_moves_7-9" not in metrics
     assert metrics["eval/success_rate"] == 0.5
     assert not any("moves" in k for k in held_out_metrics([episode(None, True)]))
+
+
+def test_the_eval_table_shows_success_by_difficulty():
+    from agents.eval import summarize
+    from agents.trajectory import Trajectory
+
+    episodes = [Trajectory(env_id="s", seed=i, group_id="g", initial_distance=d, success=w) for i, (d, w) in
+                enumerate([(2, True), (2, False), (9, True)])]  # fmt: skip
+    summary = summarize(episodes)
+    assert summary.by_difficulty == (("1-3", 0.5, 2), ("7-9", 1.0, 1))
+    assert ("success, 7-9 optimal moves", "100.0% of 1") in summary.rows()
