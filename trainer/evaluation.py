@@ -38,7 +38,6 @@ def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
 
     summary = summarize(trajectories)
     return {
-        **_bucket_metrics(trajectories),
         "eval/success_rate": summary.success_rate,
         "eval/success_stderr": summary.success_stderr,
         "eval/return": summary.mean_return,
@@ -48,17 +47,9 @@ def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
         "eval/response_tokens": summary.mean_sampled_tokens,
         "eval/episodes": float(summary.episodes),
         "eval/errors": float(summary.errors),
+        **{f"eval/success_moves_{name}": rate for name, rate, _ in summary.by_difficulty},
+        **{f"eval/episodes_moves_{name}": float(n) for name, _, n in summary.by_difficulty},
     }
-
-
-def _bucket_metrics(trajectories: list[Any]) -> dict[str, float]:
-    from agents.eval import success_by_difficulty
-
-    metrics = {}
-    for name, rate, episodes in success_by_difficulty(trajectories):
-        metrics[f"eval/success_moves_{name}"] = rate
-        metrics[f"eval/episodes_moves_{name}"] = float(episodes)
-    return metrics
 
 
 async def evaluate_held_out(config: TrainConfig, rollout: Any, policy_version: int) -> tuple[dict[str, float], list]:
