@@ -41,8 +41,10 @@ usage: python -m trainer.run env=<id> [algo=ppo] [model=smollm2] [engine=hf] [ke
 Train an LLM agent with reinforcement learning on a turngym environment. Options are Hydra
 overrides of configs/train.yaml (each group's file documents its keys):
   env=<id>              configs/env/<id>.yaml or any registered id; env.<option>=<v> sets an option
-  algo=ppo              ppo | grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
+  algo=ppo              ppo | grpo | gigpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
                         (algo.group_size=8 algo.kl_coef=0.001 algo.loss_agg_mode=... algo.tis.level=token ...)
+                        algo.shaping.coef=0.5 algo.step_groups.weight=1: credit from the env's exact state
+  curriculum=none       none | adaptive (levels of the env's difficulty_range, moved by training success)
   model=smollm2         smollm2 (embedded SmolLM2-135M-Instruct) | tiny | a Hugging Face model directory
                         (model.lr=1e-6 model.critic_lr=1e-5 model.lora_rank=8 ...)
   engine=hf             hf (embedded transformers engine) | sglang (engine.urls=[http://host:port])
