@@ -223,13 +223,19 @@ class RolloutManager:
         for group in run.groups:
             for spec in group.request.specs(group.group_id):
                 run.dispatch(spec, attempt=0)
-        while run.pending:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            done, _ = await asyncio.wait(run.pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for future in done:
-                run.settle(future)
+        try:
+            while run.pending:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                done, _ = await asyncio.wait(run.pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    run.settle(future)
+        except BaseException:
+            # Cancelled (the run is stopping) or failed: the episodes still in flight are abandoned, and their
+            # futures cancelled, so that the actors' deaths at close do not surface as unretrieved exceptions.
+            run.cancel_all()
+            raise
         run.stop_at_deadline()
         return run.result()
 
