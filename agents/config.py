@@ -129,13 +129,17 @@ class EvalConfig(LLMOptions):
     ``agent``: ``hf`` (alias ``llm``), ``sglang``, ``openai``, ``oracle`` or ``random``.
     ``episodes`` are played with seeds ``seed, seed + 1, ...``, at most ``concurrency`` at a time.
     ``out``: the JSONL file of trajectories (overwritten); ``None`` means
-    ``runs/eval/<env id>-<agent>-<time>.jsonl``. ``progress``: show a progress bar.
+    ``runs/eval/<env id>-<agent>-<time>.jsonl``. ``progress``: show a progress bar. ``sampling_seed``: every
+    turn of every episode samples from its own seeded stream (:func:`agents.episode.turn_seed`), so two models
+    are compared on the same random numbers; ``None``: unseeded. With ``concurrency=1`` the same model replays
+    the same episodes exactly; batched, the logits depend slightly on the batch, which can flip a sample.
     """
 
     env: dict[str, Any] = field(default_factory=dict)
     agent: str = "hf"
     episodes: int = 32
     seed: int = 0
+    sampling_seed: int | None = None
     concurrency: int = 16
     out: str | None = None
     progress: bool = True
@@ -160,6 +164,8 @@ def to_eval_config(cfg: DictConfig) -> EvalConfig:
         raise UsageError(f"concurrency must be at least 1, got {config.concurrency}")
     if config.seed < 0:
         raise UsageError(f"seed must be >= 0, got {config.seed}")
+    if config.sampling_seed is not None and config.sampling_seed < 0:
+        raise UsageError(f"sampling_seed must be >= 0 or null, got {config.sampling_seed}")
     align_env_turns(config.env, config.max_turns)
     return config
 

@@ -172,7 +172,9 @@ async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSumma
     progress = EvalProgress(config.episodes, title, enabled=config.progress, stream=stream)
     if config.agent in MODEL_KINDS and config.progress:
         print(f"eval: loading model={config.model} ...", file=progress.stream, flush=True)
-    policy = make_policy(config.agent, config, tools=probe.tools, batch_size=config.concurrency)
+    policy = make_policy(
+        config.agent, config, tools=probe.tools, batch_size=config.concurrency, sampling_seed=config.sampling_seed
+    )
     out = Path(config.out) if config.out else default_output(config)
     write_trajectories(out, [], append=False)
     semaphore = asyncio.Semaphore(config.concurrency)

@@ -83,14 +83,22 @@ def sampling_and_limits(options: LLMOptions, seed: int | None = None) -> tuple[S
     return sampling, limits
 
 
-def make_policy(kind: str, options: LLMOptions, *, tools: list[dict[str, Any]] | None = None, batch_size: int = 16):
-    """Build the policy ``kind`` (see the module docstring); ``tools`` are the environment's tool schemas.
+def make_policy(
+    kind: str,
+    options: LLMOptions,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    batch_size: int = 16,
+    sampling_seed: int | None = None,
+):
+    """Build the policy ``kind`` (see the module docstring); ``tools`` are the environment's tool schemas;
+    ``sampling_seed`` seeds every turn's sampling (``SamplingParams.seed``; ``None``: unseeded).
 
     A model's engine comes from the engine table (:mod:`agents.engines.registry`): token-level engines
     play through the token-level loop with a :class:`~agents.chat.ChatRenderer` of ``options.model``'s
     tokenizer, text-level ones (``chat(messages, sampling, tools)``) through the text-level loop.
     """
-    sampling, limits = sampling_and_limits(options)
+    sampling, limits = sampling_and_limits(options, sampling_seed)
     if kind in SCRIPTED_KINDS:
         return Policy(kind, sampling, limits, chat_for=_scripted_chat(kind))
     try:

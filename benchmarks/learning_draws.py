@@ -65,6 +65,8 @@ def evaluate(policy: Path, args: argparse.Namespace, out: Path) -> dict[int, flo
         f"episodes={args.eval_episodes}", f"seed={args.eval_seed}", f"temperature={args.temperature}",
         "max_new_tokens=32", "max_total_tokens=1024", "max_turns=3", f"out={out}", "progress=false",
     ]  # fmt: skip
+    if args.sampling_seed is not None:  # the same random numbers for every policy (closer pairs; see agents.eval)
+        command.append(f"sampling_seed={args.sampling_seed}")
     subprocess.run(command, check=True, capture_output=True, text=True)
     return per_seed_success(out)
 
@@ -91,6 +93,7 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=256)
     parser.add_argument("--eval-seed", type=int, default=10_000)
     parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--sampling-seed", type=int, default=None, help="agents.eval's sampling_seed (default: none)")
     parser.add_argument("--env", nargs="*", default=[], help="env.<key>=<value> overrides for training and evaluation")
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()
