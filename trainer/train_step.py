@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 
 import torch
@@ -142,7 +143,8 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
     signal = success_signal(success, group_index, (batch.advantages.abs() * mask).sum(dim=1))
     metrics["groups/mixed_success_group_fraction"] = signal["mixed_success_group_fraction"]
     metrics["advantage/share_without_success"] = signal["advantage_share_without_success"]
-    metrics.update(_state_metrics(trajectories, success, group_index))
+    metrics["credit/no_success_group_fraction"] = signal["no_success_group_fraction"]
+    metrics.update(_progress_metrics(trajectories))
     if batch.returns is not None:
         # The values the advantages were estimated with; critic/value_mean is the update's (its value loss's).
         metrics["critic/return_mean"] = float(masked_mean(batch.returns, mask))
@@ -196,9 +198,7 @@ def _step_group_term(
     for row in returns:
         per_turn.append(step[start : start + len(row)].tolist())
         start += len(row)
-    counts: dict[str | None, int] = {}
-    for key in keys:
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter(keys)
     turns = max(len(keys), 1)
     grouped = [counts[k] for k in keys if k is not None]
     metrics = {
@@ -209,11 +209,9 @@ def _step_group_term(
     return credit.turn_values_to_tokens(per_turn, columns, mask), metrics
 
 
-def _state_metrics(trajectories: Sequence[Trajectory], success: Tensor, group_index: Tensor) -> dict[str, float]:
-    """Whether credit can reach failed episodes: groups without a success, and turns that made progress."""
-    groups = int(group_index.max()) + 1 if len(group_index) else 0
-    succeeded = torch.zeros(groups, dtype=torch.float64).index_add(0, group_index, success.double()) > 0
-    metrics = {"credit/no_success_group_fraction": float((~succeeded).double().mean()) if groups else 0.0}
+def _progress_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Whether failed episodes carry a signal: the turns that moved towards the goal, and those that lost ground."""
+    metrics = {}
     known = [
         (before, after)
         for t in trajectories

@@ -190,7 +190,9 @@ def success_signal(success: Tensor, group_index: Tensor, advantage_mass: Tensor)
     ``success`` ``[B]`` (bool), ``group_index`` ``[B]``, ``advantage_mass`` ``[B]`` (each row's summed
     ``|advantage|`` over its sampled tokens). ``mixed_success_group_fraction``: among groups of two or
     more, the fraction where some members succeeded and some did not (only those groups say "succeed");
-    ``advantage_share_without_success``: the share of the batch's advantage mass in groups where no member
+    ``no_success_group_fraction``: among all groups, the fraction where no member succeeded (an outcome reward
+    alone gives them nothing to learn from); ``advantage_share_without_success``: the share of the batch's
+    advantage mass in groups where no member
     succeeded, whose advantages come from shaping alone (a move cost, say). Under GRPO's std
     normalisation such a group's small reward differences become full-size advantages: a share near 1
     means the update teaches the shaping, not the task.
@@ -204,6 +206,7 @@ def success_signal(success: Tensor, group_index: Tensor, advantage_mass: Tensor)
     without = float(mass[~any_success[inverse]].sum())
     return {
         "mixed_success_group_fraction": float(mixed[multi].double().mean()) if bool(multi.any()) else 0.0,
+        "no_success_group_fraction": float((~any_success).double().mean()) if any_success.numel() else 0.0,
         "advantage_share_without_success": without / total if total > 0 else 0.0,
     }
 

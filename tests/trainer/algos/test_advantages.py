@@ -89,8 +89,13 @@ def test_success_signal_by_hand():
     signal = success_signal(success, groups, mass)
     assert signal["mixed_success_group_fraction"] == pytest.approx(1 / 3)  # 7 of {7, 5, 9}
     assert signal["advantage_share_without_success"] == pytest.approx(6 / 10)  # group 5's 3 + 3 of 10
+    assert signal["no_success_group_fraction"] == pytest.approx(1 / 4)  # group 5 of {7, 2, 5, 9}
     nothing = success_signal(torch.tensor([False, False]), torch.tensor([0, 0]), torch.zeros(2))
-    assert nothing == {"mixed_success_group_fraction": 0.0, "advantage_share_without_success": 0.0}
+    assert nothing == {
+        "mixed_success_group_fraction": 0.0,
+        "no_success_group_fraction": 1.0,
+        "advantage_share_without_success": 0.0,
+    }
 
 
 def test_place_turn_rewards_adds_at_shared_positions():
