@@ -76,25 +76,25 @@ def _register_builtins() -> None:
     )
     register(
         "textarena",
-        "envs.textarena:TextArenaEnv",
+        "envs.adapters.textarena:TextArenaEnv",
         gym_id="turngym/TextArena-v0",
         description="A TextArena game (game=...), alone or against a fixed opponent; needs textarena==0.7.4",
     )
     register(
         "verifiers",
-        "envs.verifiers:VerifiersEnv",
+        "envs.adapters.verifiers:VerifiersEnv",
         gym_id="turngym/Verifiers-v0",
         description="A verifiers v1 taskset (taskset=...) played turn by turn, scored by its rewards; verifiers 0.4.0",
     )
     register(
         "openenv",
-        "envs.openenv:OpenEnvEnv",
+        "envs.adapters.openenv:OpenEnvEnv",
         gym_id="turngym/OpenEnv-v0",
         description="An OpenEnv server (base_url=... or image=...; default: Sokoban served here); openenv==0.4.1",
     )
     register(
         "reasoning_gym",
-        "envs.reasoning_gym:ReasoningGymEnv",
+        "envs.adapters.reasoning_gym:ReasoningGymEnv",
         gym_id="turngym/ReasoningGym-v0",
         description="A reasoning-gym dataset (dataset=...), one generated question per episode; reasoning-gym==0.1.25",
     )

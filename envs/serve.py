@@ -9,7 +9,7 @@
 concurrent WebSocket sessions, each with its own environment instance) configure the server. Any
 OpenEnv client connects to it: ``GenericEnvClient(base_url="http://127.0.0.1:8000")``, TRL's and
 SkyRL's OpenEnv integrations, or turngym's own ``envs.make("openenv", base_url=...)``.
-The wire format is described in :mod:`envs.openenv_server`.
+The wire format is described in :mod:`envs.adapters.openenv_server`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     import envs
-    from envs.openenv_server import WS_MAX_SIZE_BYTES, build_app, quiet_disconnects
+    from envs.adapters.openenv_server import WS_MAX_SIZE_BYTES, build_app, quiet_disconnects
 
     try:
         app = build_app(envs.spec(env_id).id, env_options, max_sessions=int(server_options["max_sessions"]))

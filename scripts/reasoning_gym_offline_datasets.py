@@ -1,8 +1,8 @@
-"""Which reasoning-gym datasets run offline: try every one and write envs/data/reasoning_gym_offline.json.
+"""Which reasoning-gym datasets run offline: try every one and write envs/adapters/data/reasoning_gym_offline.json.
 
-    python scripts/reasoning_gym_offline_datasets.py [--seeds 2] [--timeout-s 120] [--out envs/data/...json]
+    python scripts/reasoning_gym_offline_datasets.py [--seeds 2] [--timeout-s 120] [--out envs/adapters/data/...json]
 
-For every dataset reasoning-gym registers, this builds :class:`envs.reasoning_gym.ReasoningGymEnv` (with
+For every dataset reasoning-gym registers, this builds :class:`envs.adapters.reasoning_gym.ReasoningGymEnv` (with
 the configuration in ``CONFIGS`` where the dataset has no usable default) and, for each of ``--seeds``
 seeds: resets it, checks that a second, fresh environment generates the same question from the same
 seed, answers with the dataset's own answer (where it has one) expecting a score of 1, and answers
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "envs" / "data" / "reasoning_gym_offline.json"
+DEFAULT_OUT = ROOT / "envs" / "adapters" / "data" / "reasoning_gym_offline.json"
 WRONG_ANSWER = "<answer>turngym-wrong-answer</answer>"
 #: Datasets whose default configuration cannot generate: the configuration the survey uses instead.
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -43,7 +43,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 def try_dataset(name: str, seeds: int) -> dict[str, Any]:
     """``{"category", "oracle", "seconds"}`` for a dataset that works, else ``{"kind", "reason"}``."""
-    from envs.reasoning_gym import ReasoningGymEnv, UnavailableDatasetError
+    from envs.adapters.reasoning_gym import ReasoningGymEnv, UnavailableDatasetError
 
     start = time.perf_counter()
     try:
@@ -73,7 +73,7 @@ def try_dataset(name: str, seeds: int) -> dict[str, Any]:
 
 
 def survey(seeds: int, timeout_s: int) -> dict[str, Any]:
-    from envs.reasoning_gym import REASONING_GYM_VERSION, dataset_names
+    from envs.adapters.reasoning_gym import REASONING_GYM_VERSION, dataset_names
 
     signal.signal(signal.SIGALRM, _on_alarm)
     working: dict[str, Any] = {}

@@ -1,9 +1,9 @@
-"""Which TextArena games play offline: try every registered game and write envs/data/textarena_offline.json.
+"""Which TextArena games play offline: try every registered game and write envs/adapters/data/textarena_offline.json.
 
-    python scripts/textarena_offline_games.py [--steps 5] [--timeout-s 30] [--out envs/data/textarena_offline.json]
+    python scripts/textarena_offline_games.py [--steps 5] [--timeout-s 30] [--out envs/adapters/data/...json]
 
 For every TextArena game configuration (``textarena.envs.registration.ENV_REGISTRY`` without the
-``-raw``/``-train`` wrapper variants) this builds :class:`envs.textarena.TextArenaEnv`, resets it with
+``-raw``/``-train`` wrapper variants) this builds :class:`envs.adapters.textarena.TextArenaEnv`, resets it with
 seed 0 and plays up to ``--steps`` moves (a move the game accepts where one is found, else ``[0]``).
 A game works offline when all of that succeeds; otherwise its failure is recorded with a kind
 (``nltk_data``, ``api_key``, ``internet``, ``players``, ``python_version``, ``broken_release``,
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "envs" / "data" / "textarena_offline.json"
+DEFAULT_OUT = ROOT / "envs" / "adapters" / "data" / "textarena_offline.json"
 
 
 class _Timeout(Exception):
@@ -36,7 +36,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 def try_game(game_id: str, steps: int) -> dict[str, Any]:
     """``{"players": n, "moves": k, "ended": bool}`` for a game that works, else ``{"kind", "reason"}``."""
-    from envs.textarena import TextArenaEnv, UnavailableGameError
+    from envs.adapters.textarena import TextArenaEnv, UnavailableGameError
 
     try:
         env = TextArenaEnv(game=game_id)
@@ -54,7 +54,7 @@ def try_game(game_id: str, steps: int) -> dict[str, Any]:
 def survey(steps: int, timeout_s: int) -> dict[str, Any]:
     import textarena
 
-    from envs.textarena_games import game_ids
+    from envs.adapters.textarena_games import game_ids
 
     signal.signal(signal.SIGALRM, _on_alarm)
     working: dict[str, Any] = {}

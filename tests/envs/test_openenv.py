@@ -1,6 +1,6 @@
 """OpenEnv interop, with the real openenv package (0.4.1) on localhost.
 
-* OpenEnv's own client (``GenericEnvClient``) against turngym's server (``envs.openenv_server``).
+* OpenEnv's own client (``GenericEnvClient``) against turngym's server (``envs.adapters.openenv_server``).
 * turngym's client env (``envs.make("openenv")``) against a server built with OpenEnv's own
   ``Environment`` / ``create_app`` (a number-guessing game defined here, with a structured action).
 * The round trip: turngym environments served by turngym's server and played by turngym's client
@@ -19,7 +19,7 @@ import pytest
 import requests
 
 import envs
-from envs.openenv_server import OPENENV_INSTALL, local_server, serve_app, start_server
+from envs.adapters.openenv_server import OPENENV_INSTALL, local_server, serve_app, start_server
 
 try:
     from openenv.core import GenericEnvClient

@@ -18,8 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.checker import check_text_env
-from envs.reasoning_gym import (
+from envs.adapters.reasoning_gym import (
     REASONING_GYM_INSTALL,
     REASONING_GYM_VERSION,
     AnswerParse,
@@ -28,6 +27,7 @@ from envs.reasoning_gym import (
     extract_answer,
     import_reasoning_gym,
 )
+from envs.checker import check_text_env
 
 try:
     import_reasoning_gym()
@@ -37,7 +37,7 @@ except ImportError as exc:  # fail loudly in CI: the adapter is part of the suit
 from reasoning_gym.factory import create_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
-OFFLINE = json.loads((ROOT / "envs" / "data" / "reasoning_gym_offline.json").read_text())
+OFFLINE = json.loads((ROOT / "envs" / "adapters" / "data" / "reasoning_gym_offline.json").read_text())
 # Two or so per category of reasoning-gym's (the test below checks each is in the offline list).
 SAMPLE = {
     "basic_arithmetic": "arithmetic",

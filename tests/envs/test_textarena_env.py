@@ -16,17 +16,17 @@ import yaml
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.textarena_games import TEXTARENA_INSTALL, TEXTARENA_VERSION, GameRandom
+from envs.adapters.textarena_games import TEXTARENA_INSTALL, TEXTARENA_VERSION, GameRandom
 
 try:
     import textarena
 except ImportError as exc:  # fail loudly in CI: the adapter is part of the suite
     raise ImportError(f"tests/envs/test_textarena_env.py needs TextArena: {TEXTARENA_INSTALL}") from exc
 
-from envs.textarena import TextArenaEnv, UnavailableGameError, UnavailableOfflineError
+from envs.adapters.textarena import TextArenaEnv, UnavailableGameError, UnavailableOfflineError
 
 ROOT = Path(__file__).resolve().parents[2]
-OFFLINE = json.loads((ROOT / "envs" / "data" / "textarena_offline.json").read_text())
+OFFLINE = json.loads((ROOT / "envs" / "adapters" / "data" / "textarena_offline.json").read_text())
 # Single- and two-player games from the generated offline list (the test below checks they are in it).
 SAMPLE = ["GuessTheNumber-v0", "TowerOfHanoi-v0", "Minesweeper-v0", "TicTacToe-v0", "ConnectFour-v0", "KuhnPoker-v0"]
 

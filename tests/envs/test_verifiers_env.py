@@ -1,7 +1,7 @@
 """The verifiers 0.4 (v1) adapter: tasksets written with v1's public API, single- and multi-turn, scored by rewards.
 
 The tasksets live beside this file (``v1_capitals``, ``v1_countdown``: loaded by plain id through
-verifiers' own loader) and in ``envs/verifiers_example.py`` (a dotted module path). Needs
+verifiers' own loader) and in ``envs/adapters/verifiers_example.py`` (a dotted module path). Needs
 ``pip install "turngym[verifiers]"``: without it these tests fail (not skip) with that command.
 No network and no model: the test plays the model.
 """
@@ -18,7 +18,7 @@ import yaml
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.verifiers_driver import VERIFIERS_INSTALL, VERIFIERS_VERSION
+from envs.adapters.verifiers_driver import VERIFIERS_INSTALL, VERIFIERS_VERSION
 
 try:
     import verifiers
@@ -26,7 +26,7 @@ try:
 except ImportError as exc:  # fail loudly in CI: the adapter is part of the suite
     raise ImportError(f"tests/envs/test_verifiers_env.py needs verifiers: {VERIFIERS_INSTALL}") from exc
 
-from envs.verifiers import VerifiersEnv
+from envs.adapters.verifiers import VerifiersEnv
 
 ROOT = Path(__file__).resolve().parents[2]
 

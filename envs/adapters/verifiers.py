@@ -11,7 +11,7 @@ What it does. ``VerifiersEnv(taskset="my_taskset", taskset_args={...})`` loads a
 subclass, configured by its ``TasksetConfig`` subclass from ``taskset_args``, and optionally one
 ``vf.Env`` subclass (the multi-turn control flow; else ``vf.SingleAgentEnv``). Each ``reset`` takes
 one task (seeded by ``self.np_random``, or ``task_index``) and runs ``Env.run(task, agents)`` with
-the turngym agent playing the env's seat (:mod:`envs.verifiers_driver`).
+the turngym agent playing the env's seat (:mod:`envs.adapters.verifiers_driver`).
 
 * Observations: the task's prompt (its system prompt is :attr:`instructions`; a task whose system
   prompt differs gets it prepended), then each user message the env sends with ``turn(message)``.
@@ -40,8 +40,8 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from envs.adapters.verifiers_driver import EpisodeDriver, Turn, import_verifiers, message_text
 from envs.core import Message, StepOutcome, TextEnv
-from envs.verifiers_driver import EpisodeDriver, Turn, import_verifiers, message_text
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "VerifiersEnv", "load_taskset_env"]
 
@@ -116,7 +116,7 @@ class VerifiersEnv(TextEnv):
     def __init__(
         self,
         *,
-        taskset: str = "envs.verifiers_example",
+        taskset: str = "envs.adapters.verifiers_example",
         taskset_args: Mapping[str, Any] | None = None,
         env: str = "",
         env_args: Mapping[str, Any] | None = None,

@@ -28,10 +28,10 @@ configuration (``game="Wordle-v0"``, ``"TicTacToe-v0"``, ...) becomes one :class
   installed, an API key or the internet raises :class:`UnavailableOfflineError` with the reason; one
   that cannot run here for another reason (3+ players, Python 3.12 syntax, files missing from the
   release) raises :class:`UnavailableGameError`. ``scripts/textarena_offline_games.py`` writes the
-  list of games that play offline to ``envs/data/textarena_offline.json``.
+  list of games that play offline to ``envs/adapters/data/textarena_offline.json``.
 * Randomness. Each reset draws the game's seed from ``self.np_random``; the game's draws from Python's
-  global ``random`` happen on a private state (:class:`envs.textarena_games.GameRandom`).
-* Oracle: for the games listed in :data:`envs.textarena_games.GAME_ORACLES` (GuessTheNumber reads the
+  global ``random`` happen on a private state (:class:`envs.adapters.textarena_games.GameRandom`).
+* Oracle: for the games listed in :data:`envs.adapters.textarena_games.GAME_ORACLES` (GuessTheNumber reads the
   hidden number); ``valid_actions``: the moves the game accepts now, where they can be found.
 """
 
@@ -40,8 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from envs.core import StepOutcome, TextEnv
-from envs.textarena_games import (
+from envs.adapters.textarena_games import (
     GAME_MOVES,
     GAME_ORACLES,
     GameRandom,
@@ -54,6 +53,7 @@ from envs.textarena_games import (
     made_invalid_move,
     make_game,
 )
+from envs.core import StepOutcome, TextEnv
 
 __all__ = ["OPPONENTS", "TextArenaEnv", "UnavailableGameError", "UnavailableOfflineError"]
 

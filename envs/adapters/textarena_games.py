@@ -1,4 +1,4 @@
-"""Loading TextArena games and reading their state: the pieces :class:`envs.textarena.TextArenaEnv` is built from.
+"""Loading TextArena games and reading their state: the parts of :class:`envs.adapters.textarena.TextArenaEnv`.
 
 * :func:`import_textarena` imports the pinned TextArena (``pip install textarena==0.7.4``) or raises an
   :class:`ImportError` that names the install command.

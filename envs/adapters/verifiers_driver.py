@@ -1,4 +1,4 @@
-"""Driving a verifiers v1 episode one model turn at a time, for :class:`envs.verifiers.VerifiersEnv`.
+"""Driving a verifiers v1 episode one model turn at a time, for :class:`envs.adapters.verifiers.VerifiersEnv`.
 
 verifiers 0.4's ``verifiers.v1`` runs an episode as one coroutine, ``Env.run(task, agents)``: the env
 is control flow over its agent seats, each played through ``agent.run(task)`` (one segment) or

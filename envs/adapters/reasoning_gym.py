@@ -27,7 +27,7 @@ One dataset (``dataset="basic_arithmetic"``, with its options in ``config={...}`
   single answer (their verifier checks a solution: ``rush_hour``, ``graph_color``, ...).
 
 ``scripts/reasoning_gym_offline_datasets.py`` tries every dataset and writes the list of those that run
-offline to ``envs/data/reasoning_gym_offline.json``.
+offline to ``envs/adapters/data/reasoning_gym_offline.json``.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ class ReasoningGymEnv(TextEnv):
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ValueError(
                 f"unknown reasoning-gym dataset {self.dataset!r}.{hint} The datasets are listed in "
-                "envs/data/reasoning_gym_offline.json"
+                "envs/adapters/data/reasoning_gym_offline.json"
             )
         if self.dataset in BROKEN_VERIFIERS:
             raise UnavailableDatasetError(

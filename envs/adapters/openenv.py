@@ -6,7 +6,7 @@ adapter plays such a server turn by turn through OpenEnv's own ``GenericEnvClien
 
 Where the server comes from, the first that is given: ``base_url`` (a running server), ``image``
 (a local Docker image, started with its port published on 127.0.0.1 only and stopped at ``close``),
-else ``serve`` (a registered turngym id served by :mod:`envs.openenv_server` from a thread of this
+else ``serve`` (a registered turngym id served by :mod:`envs.adapters.openenv_server` from a thread of this
 process, shared by every adapter with the same ``serve`` and ``serve_options``; the default,
 ``sokoban``, makes ``envs.make("openenv")`` work offline).
 
@@ -35,9 +35,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from envs.adapters.openenv_server import import_openenv, local_server
 from envs.cleanup import close_later, start_cleanup_thread
 from envs.core import StepOutcome, TextEnv
-from envs.openenv_server import import_openenv, local_server
 
 __all__ = ["OpenEnvEnv", "TextActionCodec"]
 
