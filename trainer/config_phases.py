@@ -2,10 +2,10 @@
 (``evaluation``). Both sections belong to :class:`trainer.config.TrainConfig`; ``python -m trainer.sft``
 reads the same ``sft`` section.
 
-Seeds. Training step ``k`` plays seeds ``trainer.seed + (k - 1) * trainer.groups_per_step + i``; the
-warm-up's oracle plays ``sft.seed + i``; held-out evaluation plays ``evaluation.seed + i``. The three
-ranges must not overlap (checked at start-up), so the held-out success rate is measured on episodes no
-phase trained on.
+Seeds. Training step ``k`` plays seeds ``trainer.seed + (k - 1) * trainer.groups_per_step + i``
+(:mod:`trainer.seeds`); the warm-up's oracle plays ``sft.seed + i``; held-out evaluation plays
+``evaluation.seed + i``. The three ranges must not overlap (checked at start-up), so the held-out success
+rate is measured on episodes no phase trained on.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class EvaluationOptions:
 def check_phases(config) -> None:
     """Checks of the ``sft`` and ``evaluation`` sections (ranges, choices, disjoint seeds); raises ``UsageError``."""
     from agents.config import UsageError, check_choice
+    from trainer.seeds import training_seed_range
 
     sft, evaluation, trainer = config.sft, config.evaluation, config.trainer
     check_choice("sft.warmup", str(sft.warmup).lower(), ("auto", "true", "false"))
@@ -74,7 +75,8 @@ def check_phases(config) -> None:
         raise UsageError("evaluation.episodes must be >= 1 and evaluation.every >= 0")
     if evaluation.temperature is not None and evaluation.temperature < 0:
         raise UsageError(f"evaluation.temperature must be >= 0 (0: greedy) or null, got {evaluation.temperature}")
-    train = ("training", trainer.seed, trainer.seed + trainer.total_steps * trainer.groups_per_step)
+    trained = training_seed_range(trainer.seed, trainer.total_steps, trainer.groups_per_step)
+    train = ("training", trained.start, trained.stop)
     ranges = [train, ("sft", sft.seed, sft.seed + sft.episodes)]
     if evaluation.enabled:
         ranges.append(("evaluation", evaluation.seed, evaluation.seed + evaluation.episodes))

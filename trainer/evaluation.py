@@ -62,6 +62,7 @@ async def evaluate_held_out(config: TrainConfig, rollout: Any, policy_version: i
 
     from agents.config import env_options
     from trainer.rollout import group_requests
+    from trainer.seeds import evaluation_sampling_seed
 
     evaluation, options = config.evaluation, config.rollout
     started = time.perf_counter()
@@ -72,7 +73,7 @@ async def evaluate_held_out(config: TrainConfig, rollout: Any, policy_version: i
         max_new_tokens=options.max_new_tokens,
         temperature=temperature,
         top_p=options.top_p,
-        seed=config.trainer.seed * 1_000_003 + 999_983,  # the same sampling seeds at every evaluation
+        seed=evaluation_sampling_seed(config.trainer.seed),  # the same sampling seeds at every evaluation
     )
     limits = EpisodeLimits(options.max_turns, options.max_new_tokens, options.max_total_tokens, options.step_timeout_s)
     result = await rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)

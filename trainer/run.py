@@ -174,6 +174,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         timing_metrics,
         trainable,
     )
+    from trainer.seeds import update_shuffle_seed
     from trainer.train_step import estimate_advantages, score_batch, update
 
     step, version = c.start_step, c.policy_version
@@ -202,7 +203,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
             on_policy = all(t.policy_version == version for t in trajectories)
             metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
             metrics.update(estimate_advantages(batch, trajectories, config.algo))
-            generator = torch.Generator().manual_seed(config.trainer.seed * 1_000_003 + step)
+            generator = torch.Generator().manual_seed(update_shuffle_seed(config.trainer.seed, step))
             update_started = time.perf_counter()
             metrics.update(await update(batch, c.learner, config, generator))
             metrics["time/update_s"] = time.perf_counter() - update_started

@@ -403,13 +403,15 @@ async def _resume(learner: Learner, engine: Any, directory: Path, run_dir: Path)
 # ---------------------------------------------------------------------------------------------- each step
 def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: int) -> asyncio.Task:
     """Start step ``step``'s rollout: groups of seeds ``seed + (step - 1) * groups_per_step + i``."""
-    groups = config.trainer.groups_per_step
-    first = config.trainer.seed + (step - 1) * groups
+    from trainer.seeds import curriculum_draw_seed, rollout_sampling_seed, training_level_seeds
+
+    groups, base = config.trainer.groups_per_step, config.trainer.seed
     env_options = {k: v for k, v in config.env.items() if k != "id"}
-    requests = group_requests(config.env["id"], range(first, first + groups), config.algo.group_size, env_options)
+    seeds = training_level_seeds(base, step, groups)
+    requests = group_requests(config.env["id"], seeds, config.algo.group_size, env_options)
     curriculum_metrics: dict[str, float] = {}
     if c.curriculum is not None:  # every group plays a level of the difficulty drawn for it
-        difficulties = c.curriculum.draw(groups, seed=config.trainer.seed * 1_000_003 + step)
+        difficulties = c.curriculum.draw(groups, seed=curriculum_draw_seed(base, step))
         requests = [replace(r, reset_options={"difficulty": d}) for r, d in zip(requests, difficulties, strict=True)]
         curriculum_metrics = {**difficulty_mix(difficulties), "curriculum/ceiling": float(c.curriculum.ceiling)}
     rollout = config.rollout
@@ -417,7 +419,7 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
         max_new_tokens=rollout.max_new_tokens,
         temperature=rollout.temperature,
         top_p=rollout.top_p,
-        seed=config.trainer.seed * 1_000_003 + step,
+        seed=rollout_sampling_seed(base, step),
     )
     limits = EpisodeLimits(rollout.max_turns, rollout.max_new_tokens, rollout.max_total_tokens, rollout.step_timeout_s)
 
