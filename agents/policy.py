@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agents.config import LLMOptions, UsageError
 from agents.engines.base import Engine, Generation, SamplingParams
@@ -33,7 +33,15 @@ from agents.episode import EpisodeLimits, EpisodeSpec, Observer, Renderer, run_c
 from agents.trajectory import Trajectory
 from envs.core import Message, TextEnv
 
-__all__ = ["MODEL_KINDS", "SCRIPTED_KINDS", "Policy", "engine_spec", "make_policy", "sampling_and_limits"]
+__all__ = [
+    "MODEL_KINDS",
+    "SCRIPTED_KINDS",
+    "Policy",
+    "SamplingOptions",
+    "engine_spec",
+    "make_policy",
+    "sampling_and_limits",
+]
 
 MODEL_KINDS = engine_names(aliases=True)  # hf, llm (= hf), sglang, openai: the engine table's rows
 SCRIPTED_KINDS = ("oracle", "random")
@@ -73,13 +81,38 @@ class Policy:
             await self.closer()
 
 
-def sampling_and_limits(options: LLMOptions, seed: int | None = None) -> tuple[SamplingParams, EpisodeLimits]:
+class SamplingOptions(Protocol):
+    """The options :func:`sampling_and_limits` reads: :class:`~agents.config.LLMOptions` (play, eval) and
+    ``trainer.config.RolloutOptions`` (training) both have them."""
+
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    max_total_tokens: int
+    max_turns: int | None
+
+
+def sampling_and_limits(
+    options: SamplingOptions,
+    *,
+    seed: int | None = None,
+    temperature: float | None = None,
+    step_timeout_s: float | None = EpisodeLimits.step_timeout_s,
+) -> tuple[SamplingParams, EpisodeLimits]:
+    """How every turn samples and where every episode stops, as ``options`` ask.
+
+    ``options.max_new_tokens`` is both the sampling's length limit and the episode loop's per-turn limit (the
+    loop also shortens a turn to what is left of ``max_total_tokens``). ``seed`` seeds the sampling
+    (``SamplingParams.seed``; ``None``: unseeded); ``temperature`` replaces ``options.temperature`` when given;
+    ``step_timeout_s`` bounds each environment call.
+    """
     sampling = SamplingParams(
-        max_new_tokens=options.max_new_tokens, temperature=options.temperature, top_p=options.top_p, seed=seed
+        max_new_tokens=options.max_new_tokens,
+        temperature=options.temperature if temperature is None else temperature,
+        top_p=options.top_p,
+        seed=seed,
     )
-    limits = EpisodeLimits(
-        max_turns=options.max_turns, max_new_tokens=options.max_new_tokens, max_total_tokens=options.max_total_tokens
-    )
+    limits = EpisodeLimits(options.max_turns, options.max_new_tokens, options.max_total_tokens, step_timeout_s)
     return sampling, limits
 
 
@@ -98,7 +131,7 @@ def make_policy(
     play through the token-level loop with a :class:`~agents.chat.ChatRenderer` of ``options.model``'s
     tokenizer, text-level ones (``chat(messages, sampling, tools)``) through the text-level loop.
     """
-    sampling, limits = sampling_and_limits(options, sampling_seed)
+    sampling, limits = sampling_and_limits(options, seed=sampling_seed)
     if kind in SCRIPTED_KINDS:
         return Policy(kind, sampling, limits, chat_for=_scripted_chat(kind))
     try:

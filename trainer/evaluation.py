@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agents.engines.base import SamplingParams
-from agents.episode import EpisodeLimits
+from agents.policy import sampling_and_limits
 
 if TYPE_CHECKING:
     from trainer.config import TrainConfig
@@ -68,14 +67,12 @@ async def evaluate_held_out(config: TrainConfig, rollout: Any, policy_version: i
     started = time.perf_counter()
     seeds = range(evaluation.seed, evaluation.seed + evaluation.episodes)
     requests = group_requests(config.env["id"], seeds, 1, env_options(config))
-    temperature = options.temperature if evaluation.temperature is None else evaluation.temperature
-    sampling = SamplingParams(
-        max_new_tokens=options.max_new_tokens,
-        temperature=temperature,
-        top_p=options.top_p,
+    sampling, limits = sampling_and_limits(
+        options,
         seed=evaluation_sampling_seed(config.trainer.seed),  # the same sampling seeds at every evaluation
+        temperature=evaluation.temperature,  # None: the rollout's
+        step_timeout_s=options.step_timeout_s,
     )
-    limits = EpisodeLimits(options.max_turns, options.max_new_tokens, options.max_total_tokens, options.step_timeout_s)
     result = await rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)
     episodes = [t for group in result.groups for t in group]
     metrics = held_out_metrics(episodes) if episodes else {"eval/episodes": 0.0}

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.engines.base import Engine, SamplingParams
+from agents.engines.base import Engine
 from agents.engines.registry import EngineSpec, engine_kind, local_device_and_dtype
-from agents.episode import EpisodeLimits
+from agents.policy import sampling_and_limits
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, checkpoint_dir, latest_checkpoint, mark_complete, prune_checkpoints
 from trainer.config import TrainConfig, lora_bf16_caution, mixed_precision, shared_critic
@@ -28,6 +28,7 @@ from trainer.faults import FaultWatch
 from trainer.learner import Learner, LearnerSpec
 from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.rollout import RolloutConfig, RolloutManager, RolloutResult, group_requests
+from trainer.seeds import curriculum_draw_seed, rollout_sampling_seed, training_level_seeds
 
 if TYPE_CHECKING:
     from trainer.agent_rollout import AgentRollout
@@ -403,8 +404,6 @@ async def _resume(learner: Learner, engine: Any, directory: Path, run_dir: Path)
 # ---------------------------------------------------------------------------------------------- each step
 def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: int) -> asyncio.Task:
     """Start step ``step``'s rollout: groups of seeds ``seed + (step - 1) * groups_per_step + i``."""
-    from trainer.seeds import curriculum_draw_seed, rollout_sampling_seed, training_level_seeds
-
     groups, base = config.trainer.groups_per_step, config.trainer.seed
     env_options = {k: v for k, v in config.env.items() if k != "id"}
     seeds = training_level_seeds(base, step, groups)
@@ -415,13 +414,9 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
         requests = [replace(r, reset_options={"difficulty": d}) for r, d in zip(requests, difficulties, strict=True)]
         curriculum_metrics = {**difficulty_mix(difficulties), "curriculum/ceiling": float(c.curriculum.ceiling)}
     rollout = config.rollout
-    sampling = SamplingParams(
-        max_new_tokens=rollout.max_new_tokens,
-        temperature=rollout.temperature,
-        top_p=rollout.top_p,
-        seed=rollout_sampling_seed(base, step),
+    sampling, limits = sampling_and_limits(
+        rollout, seed=rollout_sampling_seed(base, step), step_timeout_s=rollout.step_timeout_s
     )
-    limits = EpisodeLimits(rollout.max_turns, rollout.max_new_tokens, rollout.max_total_tokens, rollout.step_timeout_s)
 
     async def collect() -> tuple[RolloutResult, dict[str, float]]:
         started = time.perf_counter()
