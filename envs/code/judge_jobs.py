@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from envs.code.compare import NotJson, as_json, same_output, same_value
 from envs.code.plain import decode_plain, encode_plain
 from envs.code.problems import AssertCase, CallCase, Problem, StdioCase
+from envs.code.verdicts import CaseResult, JudgeConfig, TestReport
 
 if TYPE_CHECKING:
-    from envs.code.runners import CaseResult, JudgeConfig, TestReport
     from sandbox import ExecResult
 
 __all__ = ["CASE_PREFIX", "Job", "setup_imports", "solution_functions"]
@@ -84,8 +84,6 @@ class Job:
         return {"setup": self.problem.setup, "entry_point": self.problem.entry_point, "names": names, "cases": cases}
 
     def absorb_check(self, verdicts: dict[int, dict[str, Any] | None], failure: str) -> None:
-        from envs.code.runners import CaseResult
-
         for index, verdict in verdicts.items():
             self._to_check.discard(index)
             if verdict is None:
@@ -134,8 +132,6 @@ class Job:
 
     def absorb(self, result: ExecResult) -> None:
         """Judge the cases of one sandboxed run from its raw output."""
-        from envs.code.runners import CaseResult
-
         self.statuses.append(result.status.value)
         self.wall_time_s += result.wall_time_s
         records: dict[int, dict[str, Any]] = {}
@@ -182,8 +178,6 @@ class Job:
                 self._to_check.add(index)
 
     def _stdio_verdict(self, case: StdioCase, record: dict[str, Any]) -> CaseResult:
-        from envs.code.runners import CaseResult
-
         verdict = self._ended_verdict(record, 0)
         if verdict is not None:
             return verdict
@@ -195,8 +189,6 @@ class Job:
         )
 
     def _call_verdict(self, case: CallCase, record: dict[str, Any]) -> CaseResult:
-        from envs.code.runners import CaseResult
-
         verdict = self._ended_verdict(record, 1)
         if verdict is not None:
             return verdict
@@ -220,8 +212,6 @@ class Job:
 
     def _ended_verdict(self, record: dict[str, Any], calls: int) -> CaseResult | None:
         """The verdict when the case did not run to the end (limits, a crash, an early exit), else None."""
-        from envs.code.runners import CaseResult
-
         status, chars = record["status"], self.config.message_chars
         if status == "timeout":
             return CaseResult("timeout", f"no result within {self.config.case_timeout_s:.1f} s")
@@ -252,8 +242,6 @@ class Job:
         return self.history
 
     def report(self, tamper: dict[str, bool]) -> TestReport:
-        from envs.code.runners import CaseResult, TestReport
-
         unfinished = CaseResult("error", "the test needed more rounds of calls than the judge allows")
         return TestReport(
             cases=tuple(verdict or unfinished for verdict in self.verdicts),

@@ -18,6 +18,8 @@ process per case inside), so submissions judged together cannot touch each other
 
 :func:`run_batch` judges several (problem, solution) pairs: their sandboxed runs go out concurrently.
 :func:`tamper_signals` flags submissions that touched the judge's protocol (a metric, not a verdict).
+The records judging takes and gives (:class:`JudgeConfig`, :class:`TestReport`, :class:`CaseResult`) live in
+:mod:`envs.code.verdicts` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ import json
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from envs.code.judge_jobs import Job
 from envs.code.problems import Problem
+from envs.code.verdicts import CASE_STATUSES, CaseResult, JudgeConfig, TestReport
 
 if TYPE_CHECKING:
     from sandbox import Sandbox
@@ -52,80 +54,9 @@ __all__ = [
     "tamper_signals",
 ]
 
-RewardMode = Literal["all", "fraction"]
-CASE_STATUSES = ("passed", "wrong_answer", "error", "timeout", "output_limit", "not_run", "sandbox")
 MAX_ROUNDS = 4
 _HERE = Path(__file__).parent
 _PARALLEL_RUNS = 8
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    """Limits and comparison settings for judging.
-
-    ``case_timeout_s``: wall time per case (the harness kills the case's process group).
-    ``total_timeout_s``: wall time for all cases of one run; cases that would start after it are ``not_run``.
-    ``memory_mb``: address space per process in the sandbox. ``max_output_bytes``: captured bytes per
-    case and stream. ``message_chars``: verdict messages (expected/got, traceback tails) are clipped to
-    about this many characters per part.
-    """
-
-    case_timeout_s: float = 4.0
-    total_timeout_s: float = 30.0
-    memory_mb: int = 1024
-    max_output_bytes: int = 1 << 20
-    message_chars: int = 300
-
-    def __post_init__(self) -> None:
-        for name in ("case_timeout_s", "total_timeout_s", "memory_mb", "max_output_bytes", "message_chars"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"JudgeConfig.{name} must be positive, got {getattr(self, name)!r}")
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    """The verdict on one case: ``status`` is one of :data:`CASE_STATUSES`; ``message`` explains a failure."""
-
-    status: str
-    message: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "passed"
-
-
-@dataclass(frozen=True)
-class TestReport:
-    """Verdicts on every case of a problem, in test order, and how the sandbox runs ended.
-
-    ``tamper``: which signs of touching the judge's protocol the submission showed
-    (:func:`tamper_signals`); a metric for watching a policy, never part of the verdict.
-    """
-
-    cases: tuple[CaseResult, ...]
-    sandbox_status: str
-    wall_time_s: float
-    tamper: dict[str, bool] = field(default_factory=dict)
-
-    @property
-    def num_passed(self) -> int:
-        return sum(case.passed for case in self.cases)
-
-    @property
-    def all_passed(self) -> bool:
-        return bool(self.cases) and self.num_passed == len(self.cases)
-
-    @property
-    def pass_fraction(self) -> float:
-        return self.num_passed / len(self.cases) if self.cases else 0.0
-
-    def reward(self, mode: RewardMode = "all") -> float:
-        """1.0 or 0.0 by whether every case passed (``"all"``), or the fraction passed (``"fraction"``)."""
-        if mode == "all":
-            return 1.0 if self.all_passed else 0.0
-        if mode == "fraction":
-            return self.pass_fraction
-        raise ValueError(f"reward mode must be 'all' or 'fraction', got {mode!r}")
 
 
 @cache
