@@ -1,33 +1,24 @@
-"""Configuration of ``python -m agents.play``: the typed schema and the composition of ``configs/play.yaml``.
+"""Configuration of ``python -m agents.play`` and ``python -m agents.eval``: their typed schemas and checks.
 
-The schema :class:`PlayConfig` is registered in Hydra's ConfigStore as ``play_schema`` and is the
-first entry of ``play.yaml``'s defaults list, so every value is type-checked while composing.
-:func:`compose_play_config` adds what plain Hydra overrides cannot express:
-
-* ``env=<id>`` selects ``configs/env/<id>.yaml``; where no such file exists but ``<id>`` is a
-  registered environment (a plugin, or a Gymnasium id such as ``turngym/Sokoban-v0``), it selects
-  the generic ``env/registered.yaml`` with ``env.id`` set, so every registered environment plays.
-* ``env.<option>=<value>`` adds the option even when the yaml does not list it (it becomes
-  ``++env.<option>=<value>``); whether the environment accepts it is checked by ``envs.make``.
-* Every problem is a :class:`UsageError` with a one-line message that names the fix.
+The schemas :class:`PlayConfig` and :class:`EvalConfig` are registered in Hydra's ConfigStore as
+``play_schema`` and ``eval_schema``, the first entries of ``play.yaml``'s and ``eval.yaml``'s defaults lists,
+so every value is type-checked while composing. Composition itself (``env=<id>`` for any registered
+environment, ``env.<option>=`` for any option) is shared with ``trainer.run`` (:mod:`agents.command_config`);
+:func:`to_play_config` and :func:`to_eval_config` then check what types cannot. Every problem is a
+:class:`UsageError` with a one-line message that names the fix.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from importlib import resources
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
-from hydra import compose, initialize_config_module
 from hydra.core.config_store import ConfigStore
-from hydra.errors import HydraException, OverrideParseException
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
-import envs
 from agents.base import AGENTS
+from agents.cli import UsageError
+from agents.command_config import align_env_turns, check_choice, compose_config, env_options, typed_config
 from agents.engines.registry import engine_names
 
 #: Agents of ``python -m agents.play``: a person, the scripted agents, or a model behind an engine of the
@@ -40,20 +31,13 @@ __all__ = [
     "LLMOptions",
     "PlayConfig",
     "UsageError",
-    "compose_config",
+    "check_choice",
+    "compose_eval_config",
     "compose_play_config",
     "env_options",
-    "rewrite_overrides",
     "to_eval_config",
     "to_play_config",
 ]
-
-GENERIC_ENV_CONFIG = "registered"
-T = TypeVar("T")
-
-
-class UsageError(Exception):
-    """A mistake on the command line or in a config; its message is one line that says how to fix it."""
 
 
 @dataclass
@@ -155,7 +139,7 @@ EVAL_AGENTS = (*engine_names(aliases=True), "oracle", "random")
 
 def to_eval_config(cfg: DictConfig) -> EvalConfig:
     """The validated typed config of ``python -m agents.eval``; raises :class:`UsageError`."""
-    config = _typed_config(cfg, EvalConfig)
+    config = typed_config(cfg, EvalConfig)
     check_choice("agent", config.agent, EVAL_AGENTS)
     check_llm_options(config)
     if config.episodes < 1:
@@ -171,34 +155,18 @@ def to_eval_config(cfg: DictConfig) -> EvalConfig:
 
 
 def compose_play_config(overrides: list[str]) -> DictConfig:
-    """Compose ``configs/play.yaml`` with command-line ``overrides`` (Hydra syntax), as described above."""
+    """Compose ``configs/play.yaml`` with command-line ``overrides`` (Hydra syntax); raises :class:`UsageError`."""
     return compose_config("play", PlayConfig, overrides)
 
 
-def compose_config(
-    name: str, schema: type, overrides: list[str], *, then: Callable[[list[str]], list[str]] | None = None
-) -> DictConfig:
-    """Compose ``configs/<name>.yaml`` (whose schema is the dataclass ``schema``) with ``overrides``.
-
-    ``then`` rewrites the overrides once more after the checks and the environment choice.
-    """
-    rewritten = rewrite_overrides(overrides, tuple(f.name for f in fields(schema)))
-    if then is not None:
-        rewritten = then(rewritten)
-    try:
-        with initialize_config_module(config_module="configs", version_base="1.3"):
-            return compose(name, overrides=rewritten)
-    except OverrideParseException as exc:
-        raise UsageError(
-            f"cannot parse the override {exc.override!r}: {_one_line(exc)}; quote values with spaces"
-        ) from exc
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise UsageError(_one_line(exc) + "; see --help for the options") from exc
+def compose_eval_config(overrides: list[str]) -> DictConfig:
+    """Compose ``configs/eval.yaml`` with command-line ``overrides`` (Hydra syntax); raises :class:`UsageError`."""
+    return compose_config("eval", EvalConfig, overrides)
 
 
 def to_play_config(cfg: DictConfig) -> PlayConfig:
     """The validated typed config; raises :class:`UsageError` on values out of range."""
-    play = _typed_config(cfg, PlayConfig)
+    play = typed_config(cfg, PlayConfig)
     check_choice("agent", play.agent, PLAY_AGENTS)
     check_llm_options(play)
     if play.episodes is not None and play.episodes < 1:
@@ -209,97 +177,3 @@ def to_play_config(cfg: DictConfig) -> PlayConfig:
         raise UsageError(f"seed must be >= 0 (or null for a fresh one per episode), got {play.seed}")
     align_env_turns(play.env, play.max_turns)
     return play
-
-
-def _typed_config(cfg: DictConfig, schema: type[T]) -> T:
-    """``cfg`` as its schema's dataclass, with an environment chosen; raises :class:`UsageError`."""
-    if OmegaConf.is_missing(cfg.env, "id"):
-        raise UsageError("env.id is missing: choose an environment with env=<id>")
-    try:
-        config = OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as exc:
-        raise UsageError(_one_line(exc)) from exc
-    assert isinstance(config, schema)
-    if not isinstance(config.env.get("id"), str) or not config.env["id"]:
-        raise UsageError("env.id is missing: choose an environment with env=<id>")
-    return config
-
-
-def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
-    """Raise :class:`UsageError` naming the choices (and a close match) when ``value`` is not one of them."""
-    if value not in choices:
-        close = difflib.get_close_matches(value, choices, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UsageError(f"unknown {key} {value!r}{hint}; choose {key}={f' | {key}='.join(choices)}")
-
-
-def align_env_turns(env: dict[str, Any], max_turns: int | None) -> None:
-    """Give the environment config ``env`` the episode loop's turn limit, in place, where it has one of its own:
-    what the environment tells the model (moves left, say) and what it generates (levels solvable within the
-    limits) then match the episodes actually played. The smaller of the two limits wins."""
-    if max_turns is not None and "max_turns" in env:
-        current = env["max_turns"]
-        env["max_turns"] = max_turns if current is None else min(int(current), max_turns)
-
-
-def env_options(config: Any) -> dict[str, Any]:
-    """The keyword arguments for ``envs.make``: ``config.env`` without ``id``."""
-    return {key: value for key, value in config.env.items() if key != "id"}
-
-
-def rewrite_overrides(overrides: list[str], top_level_keys: tuple[str, ...] | None = None) -> list[str]:
-    """Resolve ``env=<id>`` to a config file; make ``env.<option>=`` into ``++env.<option>=`` (module docstring)."""
-    if top_level_keys is None:
-        top_level_keys = tuple(f.name for f in fields(PlayConfig))
-    rewritten: list[str] = []
-    chose_env = False
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if not eq:
-            raise UsageError(f"cannot read {override!r}: overrides look like key=value, e.g. env=sokoban seed=3")
-        bare_key = key.lstrip("+~")
-        top = bare_key.split(".", 1)[0]
-        if top not in top_level_keys:
-            close = difflib.get_close_matches(top, top_level_keys, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UsageError(f"unknown option {top!r}{hint}; options: {', '.join(top_level_keys)}, env.<option>")
-        if key == "env":
-            chose_env = True
-            rewritten.extend(_select_env(value))
-        elif key.startswith("env."):
-            rewritten.append(f"++{override}")
-        else:
-            rewritten.append(override)
-    if not chose_env:
-        raise UsageError(f"choose an environment with env=<id>; registered: {', '.join(envs.ids())}")
-    return rewritten
-
-
-def _select_env(name: str) -> list[str]:
-    if _has_env_config(name):
-        return [f"env={name}"]
-    try:
-        env_id = envs.spec(name).id
-    except envs.UnknownEnvironmentError as exc:
-        raise UsageError(str(exc)) from exc
-    if _has_env_config(env_id):
-        return [f"env={env_id}"]
-    return [f"env={GENERIC_ENV_CONFIG}", f"env.id={env_id}"]
-
-
-def _has_env_config(name: str) -> bool:
-    if not name or "/" in name or name.startswith("."):
-        return False
-    return (resources.files("configs") / "env" / f"{name}.yaml").is_file()
-
-
-def _one_line(exc: BaseException) -> str:
-    """The first line of an exception and of its cause (Hydra puts the useful part in the cause)."""
-    lines = [str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__]
-    cause = exc.__cause__
-    if cause is not None and str(cause).strip():
-        lines.append(str(cause).strip().splitlines()[0])
-    full_key = getattr(exc, "full_key", None)
-    if full_key:
-        lines.append(f"key: {full_key}")
-    return ": ".join(dict.fromkeys(lines))

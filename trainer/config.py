@@ -28,7 +28,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from agents.config import UsageError, _typed_config, align_env_turns, check_choice, compose_config
+from agents.cli import UsageError
+from agents.command_config import align_env_turns, check_choice, compose_config, typed_config
 from agents.engines.registry import engine_kind, engine_names
 from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
@@ -317,7 +318,7 @@ def compose_train_config(overrides: list[str]) -> DictConfig:
 # ---------------------------------------------------------------------------------------------- checks
 def to_train_config(cfg: DictConfig) -> TrainConfig:
     """The validated typed config; raises :class:`UsageError` naming the setting to change."""
-    config = _typed_config(cfg, TrainConfig)
+    config = typed_config(cfg, TrainConfig)
     _check_trainer(config)
     _check_algo(config)
     _check_rollout(config)

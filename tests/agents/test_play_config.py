@@ -10,7 +10,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import configs
 import envs
-from agents.config import UsageError, compose_play_config, env_options, rewrite_overrides, to_play_config
+from agents.command_config import rewrite_overrides
+from agents.config import PlayConfig, UsageError, compose_play_config, env_options, to_play_config
 
 CONFIG_ROOT = Path(configs.__file__).parent
 # env=agent is not an environment: an agent program plays in its place (trainer.run, agents.eval).
@@ -49,7 +50,7 @@ def test_play_composes_with_each_env_config_and_its_options_build_the_env(name, 
 
 def test_registered_fallback_for_ids_without_a_config_file():
     # "countdown" comes from the example plugin package the test session installs (tests/conftest.py).
-    assert rewrite_overrides(["env=countdown"]) == ["env=registered", "env.id=countdown"]
+    assert rewrite_overrides(["env=countdown"], PlayConfig) == ["env=registered", "env.id=countdown"]
     play = to_play_config(compose_play_config(["env=countdown", "env.start=9", "seed=4", "agent=oracle"]))
     assert play.env == {"id": "countdown", "start": 9}
     assert (play.seed, play.agent) == (4, "oracle")
@@ -59,11 +60,11 @@ def test_registered_fallback_for_ids_without_a_config_file():
 def test_gymnasium_ids_resolve_to_the_short_ids_config():
     short = envs.spec("turngym/FrozenLake-v0").id
     expected = f"env={short}" if short in ENV_CONFIGS else "env=registered"
-    assert rewrite_overrides(["env=turngym/FrozenLake-v0"])[0] == expected
+    assert rewrite_overrides(["env=turngym/FrozenLake-v0"], PlayConfig)[0] == expected
 
 
 def test_env_options_not_in_the_yaml_are_added():
-    assert rewrite_overrides(["env=countdown", "env.x=1", "++env.y=2", "seed=3"])[2:] == [
+    assert rewrite_overrides(["env=countdown", "env.x=1", "++env.y=2", "seed=3"], PlayConfig)[2:] == [
         "++env.x=1",
         "++env.y=2",
         "seed=3",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.config import EvalConfig, UsageError, compose_config, to_eval_config
+from agents.config import EvalConfig, UsageError, compose_eval_config, to_eval_config
 from agents.eval import main
 from agents.eval_agent import evaluate_program
 from agents.gateway import Gateway
@@ -18,7 +18,7 @@ AGENT = str(Path(__file__).resolve().parents[2] / "trainer" / "digits_agent.py")
 
 
 def _config(*overrides: str) -> EvalConfig:
-    return to_eval_config(compose_config("eval", EvalConfig, ["env=agent", *overrides]))
+    return to_eval_config(compose_eval_config(["env=agent", *overrides]))
 
 
 def test_the_hf_agent_plays_through_the_gateway_and_writes_token_level_records(tmp_path, capsys) -> None:
