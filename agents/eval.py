@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from agents.config import EvalConfig
     from agents.trajectory import Trajectory
 
@@ -244,37 +246,37 @@ def print_table(summary: EvalSummary, title: str, extra: dict[str, Any], console
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m agents.eval``; returns the exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "-h" in args or "--help" in args:
-        sys.stdout.write(USAGE)
-        return 0
-    if args[:1] == ["--summarize"]:
-        return _summarize_file(args[1:])
-    print_config = "--cfg" in args
-    overrides = [a for a in args if a != "--cfg"]
-    flags = [a for a in overrides if a.startswith("-")]
-    from agents.cli import FAILURE_EXIT, print_error
+    """Entry point of ``python -m agents.eval``; returns the exit code.
 
-    if flags:
-        return print_error(f"unknown flag {flags[0]!r}; flags are --help, --cfg and --summarize")
-    from agents.config import EvalConfig, UsageError, compose_config, to_eval_config
+    The preamble is :func:`agents.cli.run_command`'s, plus ``--summarize FILE``. Bad options and a missing
+    optional package exit 2; a model that does not load or an output file that cannot be written exit 1.
+    """
+    from agents.cli import run_command
 
-    try:
-        cfg = compose_config("eval", EvalConfig, overrides)
-        if print_config:
-            from omegaconf import OmegaConf
+    return run_command(
+        USAGE,
+        _compose,
+        _evaluate_and_print,
+        argv,
+        usage_errors=(ValueError, ImportError),
+        failures=(OSError,),
+        modes={"--summarize": _summarize_file},
+    )
 
-            sys.stdout.write(OmegaConf.to_yaml(cfg))
-            return 0
-        config = to_eval_config(cfg)
-        summary, _, extra = asyncio.run(evaluate(config))
-    except (UsageError, ValueError, ImportError) as exc:  # a mistake, bad options, a missing optional package
-        return print_error(exc)
-    except OSError as exc:  # a model that does not load, an output file that cannot be written
-        return print_error(exc, FAILURE_EXIT)
+
+def _compose(overrides: list[str]) -> DictConfig:
+    from agents.config import compose_eval_config
+
+    return compose_eval_config(overrides)
+
+
+def _evaluate_and_print(cfg: DictConfig) -> int:
+    """Evaluate, then print the table and where the trajectories are."""
+    from agents.config import to_eval_config
     from agents.policy import SCRIPTED_KINDS
 
+    config = to_eval_config(cfg)
+    summary, _, extra = asyncio.run(evaluate(config))
     model = "" if config.agent in SCRIPTED_KINDS else f" · model={config.model}"
     print_table(summary, f"{config.env['id']} · agent={config.agent}{model}", extra)
     print(f"trajectories: {extra['output']}")

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 __all__ = ["KEYS", "USAGE", "main"]
 
@@ -59,46 +63,36 @@ Examples:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m agents.play`` and ``turngym-play``; returns the exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "-h" in args or "--help" in args:
-        sys.stdout.write(USAGE)
-        return 0
-    print_config = "--cfg" in args
-    overrides = [a for a in args if a != "--cfg"]
-    flags = [a for a in overrides if a.startswith("-")]
-    from agents.cli import FAILURE_EXIT, WARNING_PREFIX, one_line, print_error
+    """Entry point of ``python -m agents.play`` and ``turngym-play``; returns the exit code.
 
-    if flags:
-        return print_error(f"unknown flag {flags[0]!r}; flags are --help and --cfg")
-
-    from agents.config import UsageError
+    The preamble is :func:`agents.cli.run_command`'s; a missing optional package exits 2, a model that does not
+    load exits 1.
+    """
+    from agents.cli import WARNING_PREFIX, one_line, run_command
 
     # One line per warning (a plugin that failed to load, say) instead of Python's two-line format.
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"{WARNING_PREFIX}{one_line(message)}\n"
-    try:
-        return _configure_and_play(overrides, print_config=print_config)
-    except (UsageError, ImportError) as exc:  # a mistake, a missing optional package
-        return print_error(exc)
-    except OSError as exc:  # a model that does not load
-        return print_error(exc, FAILURE_EXIT)
+    return run_command(USAGE, _compose, _play, argv, usage_errors=(ImportError,), failures=(OSError,))
 
 
-def _configure_and_play(overrides: list[str], *, print_config: bool) -> int:
-    """Compose and check everything (a mistake raises UsageError before anything interactive), then play."""
-    from omegaconf import OmegaConf
+def _compose(overrides: list[str]) -> DictConfig:
+    """The composed config, checked: ``--cfg`` prints only a config that plays."""
+    from agents.config import compose_play_config, to_play_config
 
+    cfg = compose_play_config(overrides)
+    to_play_config(cfg)
+    return cfg
+
+
+def _play(cfg: DictConfig) -> int:
+    """Check everything else (a mistake raises UsageError before anything interactive), then play."""
     from agents.base import has_oracle, make_agent
-    from agents.config import MODEL_AGENTS, UsageError, compose_play_config, env_options, to_play_config
+    from agents.config import MODEL_AGENTS, UsageError, env_options, to_play_config
     from agents.display import Terminal, wants_color
     from agents.play_loop import play
     from agents.preflight import check_agent_model, make_checked_env
 
-    cfg = compose_play_config(overrides)
     play_cfg = to_play_config(cfg)
-    if print_config:
-        sys.stdout.write(OmegaConf.to_yaml(cfg))
-        return 0
     env_id = play_cfg.env["id"]
     env = make_checked_env(env_id, env_options(play_cfg), seed=play_cfg.seed)
     if play_cfg.agent == "oracle" and not has_oracle(env):

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from trainer.config import TrainConfig
     from trainer.run_setup import Components
 
@@ -66,33 +68,30 @@ Examples:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m trainer.run``; returns the exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "-h" in args or "--help" in args:
-        sys.stdout.write(USAGE)
-        return 0
-    print_config = "--cfg" in args
-    overrides = [a for a in args if a != "--cfg"]
-    flags = [a for a in overrides if a.startswith("-")]
-    from agents.cli import FAILURE_EXIT, print_error
+    """Entry point of ``python -m trainer.run``; returns the exit code.
 
-    if flags:
-        return print_error(f"unknown flag {flags[0]!r}; flags are --help and --cfg")
-    from agents.config import UsageError
-    from trainer.config import compose_train_config, to_train_config
+    The preamble is :func:`agents.cli.run_command`'s; a run that stops early exits 1, one stopped by a signal
+    ``128 + the signal number``.
+    """
+    from agents.cli import run_command
+
+    return run_command(USAGE, _compose, _train_and_report, argv)
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    from trainer.config import compose_train_config
+
+    return compose_train_config(overrides)
+
+
+def _train_and_report(cfg: DictConfig) -> int:
+    """Train to the last step and print the run directory; a failure or a stop is one error line."""
+    from agents.cli import FAILURE_EXIT, print_error
+    from trainer.config import to_train_config
     from trainer.faults import RunFailedError
 
     try:
-        cfg = compose_train_config(overrides)
-        if print_config:
-            from omegaconf import OmegaConf
-
-            sys.stdout.write(OmegaConf.to_yaml(cfg))
-            return 0
-        config = to_train_config(cfg)
-        run_dir = train(config)
-    except UsageError as exc:
-        return print_error(exc)
+        run_dir = train(to_train_config(cfg))
     except RunFailedError as exc:
         return print_error(exc, FAILURE_EXIT)
     except KeyboardInterrupt as exc:

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from agents.trajectory import Trajectory
     from trainer.config import TrainConfig
 
@@ -39,6 +41,7 @@ log = logging.getLogger("trainer.sft")
 
 USAGE = """\
 usage: python -m trainer.sft env=<id> [model=smollm2] [sft.<key>=<value> ...] [trainer.run_dir=<dir>]
+       python -m trainer.sft --cfg env=<id> [...]       print the composed config and exit
 
 Supervised fine-tuning on token-exact trajectories: the environment's oracle (sft.source=oracle,
 sft.episodes=256 from sft.seed), JSONL trajectories written by agents.eval / agents.play / training samples
@@ -221,19 +224,24 @@ async def warm_up(config: TrainConfig, model_path: str, directory: Path, say=pri
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m trainer.sft``; returns the exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "-h" in args or "--help" in args:
-        sys.stdout.write(USAGE)
-        return 0
-    from agents.config import UsageError
-    from trainer.config import compose_train_config, to_train_config
+    """Entry point of ``python -m trainer.sft``; returns the exit code (the preamble is
+    :func:`agents.cli.run_command`'s)."""
+    from agents.cli import run_command
 
-    try:
-        config = to_train_config(compose_train_config(args))
-    except UsageError as exc:
-        print(f"trainer.sft: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(USAGE, _compose, _fine_tune, argv)
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    from trainer.config import compose_train_config
+
+    return compose_train_config(overrides)
+
+
+def _fine_tune(cfg: DictConfig) -> int:
+    """Fine-tune as the config says and print the summary and the policy directory."""
+    from trainer.config import to_train_config
+
+    config = to_train_config(cfg)
     run_dir = Path(config.trainer.run_dir or f"runs/sft/{config.env['id']}-{time.strftime('%Y%m%d-%H%M%S')}")
     result = asyncio.run(_standalone(config, run_dir))
     print(json.dumps(result.summary()))

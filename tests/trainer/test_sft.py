@@ -20,7 +20,7 @@ from agents.models import load_tokenizer, tiny_model_path
 from agents.trajectory import Trajectory, write_trajectories
 from trainer.config import compose_train_config, to_train_config
 from trainer.rollout import init_ray
-from trainer.sft import warm_up
+from trainer.sft import USAGE, main, warm_up
 from trainer.sft_data import TrajectoryFilter, file_trajectories, oracle_trajectories
 
 SMOLLM2 = Path(__file__).resolve().parents[1] / "fixtures" / "tokenizers" / "smollm2"
@@ -106,6 +106,19 @@ def _greedy_success(model_dir: str, seeds: range) -> float:
         return sum(t.success for t in asyncio.run(play())) / len(seeds)
     finally:
         asyncio.run(engine.close())
+
+
+def test_a_bad_option_is_one_turngym_error_line_before_anything_starts(capsys):
+    assert main(["env=sokoban", "sft.epochs=0"]) == 2
+    assert capsys.readouterr() == ("", "turngym: error: sft.epochs must be >= 1, got 0\n")
+
+
+def test_help_and_cfg(capsys):
+    assert main(["-h"]) == 0
+    assert capsys.readouterr().out == USAGE
+    assert main(["--cfg", "env=sokoban", "sft.epochs=3"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "epochs: 3" in out and "id: sokoban" in out
 
 
 @pytest.mark.ray
