@@ -29,9 +29,9 @@ import time
 import torch
 
 from agents.models import load_model, resolve_model
-from trainer.algos import Aggregation, ppo_policy_loss, token_logprobs
+from trainer.algos import Aggregation, PolicyLossSpec, ppo_policy_loss, token_logprobs
 from trainer.batch import TrainBatch
-from trainer.learner_specs import OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import OptimizerSpec, WorkerSpec
 from trainer.learner_worker import ModelWorker
 
 

@@ -33,10 +33,10 @@ from agents.chat import ChatRenderer
 from agents.config import env_options
 from agents.episode import EpisodeLimits
 from agents.models import load_model, load_tokenizer, resolve_model
-from trainer.algos import Aggregation, token_logprobs
+from trainer.algos import Aggregation, PolicyLossSpec, token_logprobs
 from trainer.batch import build_batch
 from trainer.config import compose_train_config, to_train_config
-from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.learner_worker import ModelWorker
 from trainer.sft_data import oracle_trajectories
 

@@ -71,9 +71,9 @@ def main() -> None:
     from agents.chat import ChatRenderer
     from agents.engines.hf import HfEngine
     from agents.models import load_tokenizer, resolve_model
-    from trainer.algos import Aggregation, logprob_mismatch
+    from trainer.algos import Aggregation, PolicyLossSpec, logprob_mismatch
     from trainer.batch import build_batch
-    from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
+    from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
     from trainer.learner_worker import ModelWorker
 
     cuda = args.device == "cuda"

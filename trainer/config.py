@@ -31,9 +31,10 @@ from omegaconf import DictConfig
 from agents.cli import UsageError
 from agents.command_config import align_env_turns, check_choice, compose_config, typed_config
 from agents.engines.registry import engine_kind, engine_names
+from trainer.algos.estimators import ESTIMATORS, Estimator
 from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
+from trainer.algos.policy_losses import POLICY_LOSSES
 from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
-from trainer.estimators import ESTIMATORS, Estimator
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -101,6 +102,7 @@ class AlgoConfig:
     normalize_std: bool = True  # grpo: divide by the group's std (false: Dr.GRPO)
     gamma: float = 1.0
     lam: float = 1.0
+    policy_loss: str = "ppo"  # a row of trainer.algos.POLICY_LOSSES
     loss_agg_mode: str = "token-mean"
     norm_length: int | None = None  # seq-mean-token-sum-norm's constant; null: rollout.max_total_tokens
     clip_low: float = 0.2
@@ -364,6 +366,7 @@ def _require(condition: bool, message: str) -> None:
 def _check_algo(config: TrainConfig) -> None:
     algo = config.algo
     check_choice("algo.advantage", algo.advantage, ADVANTAGE_ESTIMATORS)
+    check_choice("algo.policy_loss", algo.policy_loss, tuple(POLICY_LOSSES))
     check_choice("algo.loss_agg_mode", algo.loss_agg_mode, LOSS_AGG_MODES)
     check_choice("algo.kl_estimator", algo.kl_estimator, KL_ESTIMATORS)
     check_choice("algo.tis.level", algo.tis.level, ("none", "token", "sequence"))

@@ -30,9 +30,9 @@ from typing import Any
 import torch
 
 from agents.engines.base import WEIGHT_SYNCS, DiskWeights, Engine
-from trainer.algos import Aggregation
+from trainer.algos import Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
-from trainer.learner_specs import PolicyLossSpec, WorkerSpec, combine_stats
+from trainer.learner_specs import WorkerSpec, combine_stats
 from trainer.learner_worker import ModelWorker, shard_rows
 
 __all__ = ["Learner", "LearnerSpec", "WorkerGroup", "combine_stats"]

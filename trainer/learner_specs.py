@@ -20,7 +20,6 @@ __all__ = [
     "ROLES",
     "LoraSpec",
     "OptimizerSpec",
-    "PolicyLossSpec",
     "StepStats",
     "WorkerSpec",
     "combine_stats",
@@ -62,20 +61,6 @@ class LoraSpec:
     alpha: float = 16.0
     dropout: float = 0.0
     target_modules: str | tuple[str, ...] = "all-linear"
-
-
-@dataclass(frozen=True)
-class PolicyLossSpec:
-    """The actor's loss: PPO clip (``trainer.algos.ppo_policy_loss``), entropy bonus, KL-to-reference term."""
-
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    dual_clip: float | None = 3.0
-    entropy_coef: float = 0.0
-    kl_coef: float = 0.0  # > 0: kl_coef * agg(kl_estimate) joins the loss (needs ref_logprobs)
-    kl_estimator: str = "k3"
-    temperature: float = 1.0
-    value_clip: float | None = 0.5  # the shared value head's clipped value loss (``WorkerSpec.value_head``)
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,12 @@ from torch import Tensor, nn
 
 from agents.memory import return_free_memory
 from trainer.algos import (
+    ActorTerms,
     Aggregation,
-    aggregate,
+    PolicyInputs,
+    PolicyLossSpec,
+    actor_objective,
     entropy_from_logits,
-    kl_estimate,
-    masked_mean,
-    ppo_policy_loss,
     sft_loss,
     token_logprobs,
     value_loss,
@@ -58,7 +58,6 @@ from trainer.batch import TrainBatch
 from trainer.learner_specs import (
     ROLES,
     OptimizerSpec,
-    PolicyLossSpec,
     StepStats,
     WorkerSpec,
     decoder_layers,
@@ -307,45 +306,33 @@ class ModelWorker:
     def update_policy(
         self, batch: TrainBatch, agg: Aggregation, loss: PolicyLossSpec, micro_batch_size: int
     ) -> StepStats:
-        """One optimizer step on this rank's rows of a mini-batch."""
+        """One optimizer step on this rank's rows of a mini-batch: each micro-batch's forward, the actor's
+        objective on its outputs (:func:`trainer.algos.actor_objective`), backward."""
         stats_sum = StepStats()
-        value_agg = Aggregation("token-mean", agg.num_tokens, agg.num_sequences, agg.norm_length)
+        entropy_mode = "grad" if loss.entropy_coef > 0 else "log"
         for mb in self._micro_batches(batch, micro_batch_size):
-            mask = mb.response_mask.to(self.device)
-            entropy_mode = "grad" if loss.entropy_coef > 0 else "log"
             logprobs, entropy, values = self._policy_outputs(mb, loss.temperature, entropy_mode)
-            is_weights = None if mb.is_weights is None else mb.is_weights.to(self.device)
-            policy_loss, stats = ppo_policy_loss(
-                logprobs,
-                mb.old_logprobs.to(self.device),
-                mb.advantages.to(self.device),
-                mask,
-                agg,
-                clip_low=loss.clip_low,
-                clip_high=loss.clip_high,
-                dual_clip=loss.dual_clip,
-                is_weights=is_weights,
+            terms = ActorTerms(
+                policy=PolicyInputs(
+                    logprobs,
+                    mb.old_logprobs.to(self.device),
+                    mb.advantages.to(self.device),
+                    mb.response_mask.to(self.device),
+                    None if mb.is_weights is None else mb.is_weights.to(self.device),
+                ),
+                entropy=entropy,
+                ref_logprobs=None if mb.ref_logprobs is None else mb.ref_logprobs.to(self.device),
             )
-            total = policy_loss
-            if loss.entropy_coef > 0:
-                total = total - loss.entropy_coef * aggregate(entropy, mask, agg)
-            stats = {**stats, "entropy": masked_mean(entropy.detach(), mask)}
-            if mb.ref_logprobs is not None:
-                kl = kl_estimate(logprobs, mb.ref_logprobs.to(self.device), loss.kl_estimator)
-                if loss.kl_coef > 0:
-                    total = total + loss.kl_coef * aggregate(kl, mask, agg)
-                stats["kl_ref"] = masked_mean(kl.detach(), mask)
-            losses = {"policy_loss": policy_loss.detach(), "loss": total.detach()}
             if values is not None and mb.returns is not None:
-                old_values, returns = mb.values.to(self.device), mb.returns.to(self.device)
-                head_loss, head_stats = value_loss(
-                    values, old_values, returns, mask, value_agg, clip_range=loss.value_clip
-                )
-                total = total + head_loss  # the features are detached: this gradient reaches the head alone
-                stats.update({f"value_head.{name}": value for name, value in head_stats.items()})
-                losses["value_head.value_loss"] = head_loss.detach()
+                head = {
+                    "values": values,
+                    "old_values": mb.values.to(self.device),
+                    "returns": mb.returns.to(self.device),
+                }
+                terms = replace(terms, **head)
+            total, stats, losses = actor_objective(terms, loss, agg)
             (total * self.world_size).backward()
-            stats_sum.add(stats, float(mask.sum()), losses)
+            stats_sum.add(stats, float(terms.policy.mask.sum()), losses)
         return self._step(stats_sum)
 
     def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> StepStats:

@@ -26,6 +26,7 @@ from torch import Tensor
 from agents.trajectory import Trajectory
 from trainer.algos import (
     Aggregation,
+    PolicyLossSpec,
     apply_kl_penalty,
     credit,
     group_statistics,
@@ -36,11 +37,10 @@ from trainer.algos import (
     success_signal,
     truncated_is_weights,
 )
+from trainer.algos.estimators import ESTIMATORS, AdvantageInputs
 from trainer.batch import TrainBatch, reward_positions
 from trainer.config import AlgoConfig, TrainConfig
-from trainer.estimators import ESTIMATORS, AdvantageInputs
 from trainer.learner import Learner
-from trainer.learner_specs import PolicyLossSpec
 
 __all__ = ["estimate_advantages", "policy_loss_spec", "score_batch", "update"]
 
@@ -229,6 +229,7 @@ def _progress_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
 def policy_loss_spec(config: TrainConfig) -> PolicyLossSpec:
     algo = config.algo
     return PolicyLossSpec(
+        policy_loss=algo.policy_loss,
         clip_low=algo.clip_low,
         clip_high=algo.clip_high,
         dual_clip=algo.dual_clip,

@@ -26,10 +26,10 @@ import pytest
 import torch
 
 from agents.models import tiny_model_path
-from trainer.algos import LOSS_AGG_MODES, Aggregation
+from trainer.algos import LOSS_AGG_MODES, Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
 from trainer.learner import WorkerGroup
-from trainer.learner_specs import OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import OptimizerSpec, WorkerSpec
 from trainer.learner_worker import shared_prefix_length
 from trainer.rollout import import_ray, init_ray
 

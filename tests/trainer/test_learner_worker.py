@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from agents.models import tiny_model_path
-from trainer.algos import Aggregation
+from trainer.algos import Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
-from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.learner_worker import ModelWorker
 
 INIT = "tcp://127.0.0.1:29877"

@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.models import tiny_model_path
-from trainer.algos import Aggregation
+from trainer.algos import Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
-from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.learner_worker import MIN_SHARED_PREFIX, ModelWorker, pack_rows, shared_prefix_length
 
 INIT = "tcp://127.0.0.1:29881"

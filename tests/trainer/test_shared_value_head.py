@@ -14,9 +14,9 @@ import torch
 from test_learner_worker import INIT, batch
 
 from agents.models import tiny_model_path
-from trainer.algos import Aggregation
+from trainer.algos import Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
-from trainer.learner_specs import LoraSpec, OptimizerSpec, PolicyLossSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.learner_worker import ModelWorker
 
 LORA = LoraSpec(rank=4, alpha=8.0)

@@ -96,8 +96,10 @@ def test_each_algo_file_composes_with_its_typed_values(algo):
     assert config.algo.name == algo and config.algo.advantage in ADVANTAGE_ESTIMATORS
     for key, expected in ALGO_VALUES[algo].items():
         assert getattr(config.algo, key) == expected, key
-    # Shared by every file: the PPO clip range, one epoch (of one mini-batch but for ppo), on-policy without TIS.
-    assert (config.algo.clip_low, config.algo.clip_high, config.algo.dual_clip) == (0.2, 0.2, 3.0)
+    assert config.algo.policy_loss == ALGO_VALUES[algo].get("policy_loss", "ppo")
+    # Shared by every PPO-loss file: the clip range; by all: one epoch (of one mini-batch but for ppo), no TIS.
+    if config.algo.policy_loss == "ppo":
+        assert (config.algo.clip_low, config.algo.clip_high, config.algo.dual_clip) == (0.2, 0.2, 3.0)
     mini_batches = ALGO_VALUES[algo].get("mini_batches", 1)
     assert (config.algo.ppo_epochs, config.algo.mini_batches, config.algo.off_policy) == (1, mini_batches, False)
     assert (config.algo.tis.level, config.algo.tis.mode, config.algo.tis.cap) == ("none", "clamp", 2.0)
@@ -223,6 +225,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["algo.loss_agg_mode=token_mean"], ["unknown algo.loss_agg_mode 'token_mean'", "did you mean 'token-mean'"]),
         (["algo.kl_estimator=k4"], ["unknown algo.kl_estimator 'k4'", "algo.kl_estimator=k3"]),
         (["algo.advantage=gea"], ["unknown algo.advantage 'gea'", "did you mean 'gae'"]),
+        (["algo.policy_loss=pp0"], ["unknown algo.policy_loss 'pp0'", "did you mean 'ppo'"]),
         (["algo.gamma=1.5"], ["algo.gamma and algo.lam must be in [0, 1]"]),
         (["algo.clip_low=1.0"], ["algo.clip_low must be < 1", "got 1.0"]),
         (["algo.dual_clip=1.0"], ["algo.dual_clip must be > 1 or null", "got 1.0"]),

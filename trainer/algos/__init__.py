@@ -33,14 +33,27 @@ from trainer.algos.losses import (
 )
 from trainer.algos.masked import masked_mean, masked_sum, masked_var, masked_whiten
 from trainer.algos.multiturn import discounted_returns, gae_advantages, rewards_on_sampled_tokens
+from trainer.algos.objective import ActorTerms, actor_objective
 from trainer.algos.off_policy import IS_LEVELS, IS_MODES, logprob_mismatch, truncated_is_weights
+from trainer.algos.policy_losses import (
+    POLICY_LOSSES,
+    PolicyInputs,
+    PolicyLoss,
+    PolicyLossSpec,
+)
 
 __all__ = [
     "IS_LEVELS",
     "IS_MODES",
     "KL_ESTIMATORS",
     "LOSS_AGG_MODES",
+    "POLICY_LOSSES",
+    "ActorTerms",
     "Aggregation",
+    "PolicyInputs",
+    "PolicyLoss",
+    "PolicyLossSpec",
+    "actor_objective",
     "aggregate",
     "apply_kl_penalty",
     "broadcast_to_tokens",

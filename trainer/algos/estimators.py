@@ -14,10 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from torch import Tensor
+from torch import Tensor
+
+from trainer.algos.advantages import (
+    group_advantages,
+    reinforce_pp_advantages,
+    reinforce_pp_baseline_advantages,
+    rloo_advantages,
+)
+from trainer.algos.multiturn import gae_advantages
 
 __all__ = ["ESTIMATORS", "AdvantageInputs", "Estimator"]
 
@@ -49,34 +56,24 @@ class Estimator:
 
 
 def _gae(x: AdvantageInputs, algo: Any) -> tuple[Tensor, Tensor | None]:
-    from trainer.algos import gae_advantages
-
     return gae_advantages(x.token_rewards, x.values, x.mask, gamma=algo.gamma, lam=algo.lam)
 
 
 def _grpo(x: AdvantageInputs, algo: Any) -> tuple[Tensor, Tensor | None]:
-    from trainer.algos import group_advantages
-
     per_episode = group_advantages(x.scores, x.group_index, normalize_std=algo.normalize_std)
     return per_episode[:, None] * x.mask, None
 
 
 def _rloo(x: AdvantageInputs, algo: Any) -> tuple[Tensor, Tensor | None]:
-    from trainer.algos import rloo_advantages
-
     return rloo_advantages(x.scores, x.group_index)[:, None] * x.mask, None
 
 
 def _reinforce_pp(x: AdvantageInputs, algo: Any) -> tuple[Tensor, Tensor | None]:
-    from trainer.algos import reinforce_pp_advantages
-
     advantages, _ = reinforce_pp_advantages(x.token_rewards, x.mask, gamma=algo.gamma)
     return advantages, None
 
 
 def _reinforce_pp_baseline(x: AdvantageInputs, algo: Any) -> tuple[Tensor, Tensor | None]:
-    from trainer.algos import reinforce_pp_baseline_advantages
-
     return reinforce_pp_baseline_advantages(x.scores, x.group_index, x.mask), None
 
 
