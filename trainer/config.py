@@ -102,7 +102,7 @@ class AlgoConfig:
     normalize_std: bool = True  # grpo: divide by the group's std (false: Dr.GRPO)
     gamma: float = 1.0
     lam: float = 1.0
-    policy_loss: str = "ppo"  # a row of trainer.algos.POLICY_LOSSES
+    policy_loss: str = "ppo"  # a row of trainer.algos.POLICY_LOSSES: ppo | gspo | cispo
     loss_agg_mode: str = "token-mean"
     norm_length: int | None = None  # seq-mean-token-sum-norm's constant; null: rollout.max_total_tokens
     clip_low: float = 0.2
@@ -397,7 +397,9 @@ def _check_algo(config: TrainConfig) -> None:
     _require(0 <= algo.gamma <= 1 and 0 <= algo.lam <= 1, "algo.gamma and algo.lam must be in [0, 1]")
     _require(algo.clip_low >= 0 and algo.clip_high >= 0, "algo.clip_low and algo.clip_high must be >= 0")
     _require(
-        algo.clip_low < 1, f"algo.clip_low must be < 1 (the ratio's lower bound is 1 - clip_low), got {algo.clip_low}"
+        algo.clip_low < 1 or (algo.policy_loss == "cispo" and algo.clip_low == 1),
+        f"algo.clip_low must be < 1 (the ratio's lower bound is 1 - clip_low; 1, no lower bound, only with "
+        f"algo.policy_loss=cispo), got {algo.clip_low}",
     )
     _require(algo.dual_clip is None or algo.dual_clip > 1, f"algo.dual_clip must be > 1 or null, got {algo.dual_clip}")
     _require(

@@ -43,7 +43,8 @@ usage: python -m trainer.run env=<id> [algo=ppo] [model=smollm2] [engine=hf] [ke
 Train an LLM agent with reinforcement learning on a turngym environment. Options are Hydra
 overrides of configs/train.yaml (each group's file documents its keys):
   env=<id>              configs/env/<id>.yaml or any registered id; env.<option>=<v> sets an option
-  algo=ppo              ppo | grpo | gigpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
+  algo=ppo              ppo | grpo | gigpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline | gspo | cispo
+                        (algo.policy_loss=ppo|gspo|cispo picks the policy loss alone)
                         (algo.group_size=8 algo.kl_coef=0.001 algo.loss_agg_mode=... algo.tis.level=token ...)
                         algo.shaping.coef=0.5 algo.step_groups.weight=1: credit from the env's exact state
   curriculum=none       none | adaptive (levels of the env's difficulty_range, moved by training success)

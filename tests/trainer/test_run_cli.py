@@ -42,7 +42,7 @@ def test_usage_lists_every_algo_model_and_engine_file():
         return line.split("(")[0].split()[1:]
 
     folder = REPO_ROOT / "configs"
-    algos = ["ppo", "grpo", "gigpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"]
+    algos = ["ppo", "grpo", "gigpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gspo", "cispo"]
     assert choices("algo") == " | ".join(algos).split()
     assert sorted(algos) == sorted(p.stem for p in (folder / "training" / "algo").glob("*.yaml"))
     assert choices("engine") == ["hf"]  # "hf (embedded transformers engine) | sglang (...)"

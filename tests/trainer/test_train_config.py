@@ -50,7 +50,17 @@ def usage_error(*overrides: str) -> str:
 
 
 def test_the_group_folders_hold_the_documented_files():
-    assert ALGOS == ["dr_grpo", "gigpo", "grpo", "ppo", "reinforce_pp", "reinforce_pp_baseline", "rloo"]
+    assert ALGOS == [
+        "cispo",
+        "dr_grpo",
+        "gigpo",
+        "grpo",
+        "gspo",
+        "ppo",
+        "reinforce_pp",
+        "reinforce_pp_baseline",
+        "rloo",
+    ]
     assert MODELS == ["hf", "smollm2", "tiny"] and ENGINES == ["hf", "sglang"]
 
 
@@ -86,6 +96,31 @@ ALGO_VALUES = {
     ),
     "reinforce_pp_baseline": dict(
         advantage="reinforce_pp_baseline", critic=False, group_size=4, kl_coef=0.001, kl_in_reward=False
+    ),
+    # The two policy losses other than PPO's clip, each at its paper's clip range, without a reference.
+    "gspo": dict(
+        advantage="grpo",
+        policy_loss="gspo",
+        critic=False,
+        group_size=4,
+        loss_agg_mode="seq-mean-token-mean",
+        clip_low=3e-4,
+        clip_high=4e-4,
+        dual_clip=None,
+        kl_coef=0.0,
+        reference=False,
+    ),
+    "cispo": dict(
+        advantage="grpo",
+        policy_loss="cispo",
+        critic=False,
+        group_size=4,
+        loss_agg_mode="token-mean",
+        clip_low=1.0,
+        clip_high=0.28,
+        dual_clip=None,
+        kl_coef=0.0,
+        reference=False,
     ),
 }
 
@@ -225,7 +260,11 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["algo.loss_agg_mode=token_mean"], ["unknown algo.loss_agg_mode 'token_mean'", "did you mean 'token-mean'"]),
         (["algo.kl_estimator=k4"], ["unknown algo.kl_estimator 'k4'", "algo.kl_estimator=k3"]),
         (["algo.advantage=gea"], ["unknown algo.advantage 'gea'", "did you mean 'gae'"]),
-        (["algo.policy_loss=pp0"], ["unknown algo.policy_loss 'pp0'", "did you mean 'ppo'"]),
+        (
+            ["algo.policy_loss=gpso"],
+            ["unknown algo.policy_loss 'gpso'", "did you mean 'gspo'", "algo.policy_loss=cispo"],
+        ),
+        (["algo=ppo", "algo.clip_low=1.0"], ["algo.clip_low must be < 1", "only with algo.policy_loss=cispo"]),
         (["algo.gamma=1.5"], ["algo.gamma and algo.lam must be in [0, 1]"]),
         (["algo.clip_low=1.0"], ["algo.clip_low must be < 1", "got 1.0"]),
         (["algo.dual_clip=1.0"], ["algo.dual_clip must be > 1 or null", "got 1.0"]),

@@ -192,6 +192,30 @@ def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
         assert 0 <= record["advantage/share_without_success"] <= 1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["gspo", "cispo"])
+def test_the_other_policy_losses_raise_the_reward_too(tmp_path, algo):
+    """The same run as GRPO's above through the policy-loss table's other rows: GSPO's sequence ratio (the paper's
+    clip range, 3e-4/4e-4, seq-mean-token-mean) and CISPO's clipped, detached weight."""
+    config = config_for(
+        tmp_path,
+        f"algo={algo}",
+        "algo.group_size=8",
+        "model.lr=3e-2",
+        "trainer.total_steps=10",
+        "trainer.groups_per_step=4",
+        "trainer.checkpoint_every=0",
+        "trainer.sample_every=0",
+        "logging.plot=false",
+    )
+    assert config.algo.policy_loss == algo
+    records = read_metrics(train(config, setup=learnable_env.register))
+    first = sum(r["reward/mean"] for r in records[:2]) / 2
+    last = sum(r["reward/mean"] for r in records[-2:]) / 2
+    assert last > first + 0.8, [round(r["reward/mean"], 3) for r in records]
+    assert all(math.isfinite(r["actor/policy_loss"]) and 0 <= r["actor/clipfrac"] <= 1 for r in records)
+
+
 def test_off_policy_mode_trains_on_one_step_old_rollouts(tmp_path):
     config = config_for(
         tmp_path,

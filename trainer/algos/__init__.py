@@ -40,6 +40,8 @@ from trainer.algos.policy_losses import (
     PolicyInputs,
     PolicyLoss,
     PolicyLossSpec,
+    cispo_policy_loss,
+    gspo_policy_loss,
 )
 
 __all__ = [
@@ -57,12 +59,14 @@ __all__ = [
     "aggregate",
     "apply_kl_penalty",
     "broadcast_to_tokens",
+    "cispo_policy_loss",
     "discounted_returns",
     "entropy_from_logits",
     "explained_variance",
     "gae_advantages",
     "group_advantages",
     "group_statistics",
+    "gspo_policy_loss",
     "kl_estimate",
     "logprob_mismatch",
     "masked_mean",
