@@ -11,8 +11,8 @@ the episode's reward::
 It may return a number, or a mapping ``{"reward": float, "turn_rewards": [one per request],
 "success": bool}``. It is named ``module:function`` or ``path/to/file.py:function``
 (:func:`load_callable`). An agent written as a program instead is run by :func:`command_agent`: the
-command gets ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``TURNGYM_TASK`` (the task as JSON) in its
-environment and prints its reward (a number or the mapping above, as JSON) as the last line of its
+command gets ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (its client's key) and ``TURNGYM_TASK`` (the task
+as JSON) in its environment and prints its reward (a number or the mapping above, as JSON) as the last line of its
 standard output.
 
 Tasks come from ``tasks(seed) -> task`` (``module:function`` or ``file.py:function``), or from a
@@ -23,8 +23,10 @@ JSON Lines file (task ``seed % lines``), or are the seed itself when no source i
 a session, gives the agent a client whose base URL is that session's, and finishes the session with
 the returned reward; the result is the session's trajectories. The agent raising, hanging past
 ``timeout_s`` or returning something that is not a reward ends the episode in ``error`` (one
-trajectory, never trained on) and the session is discarded. :func:`evaluate_agent` runs an agent on
-tasks against any OpenAI-compatible endpoint, without a gateway, for evaluation.
+trajectory, never trained on) and the session is discarded. The agent's client sends
+``$TURNGYM_API_KEY`` where it is set (the key a gateway in this process then requires, see
+:mod:`agents.gateway.auth`). :func:`evaluate_agent` runs an agent on tasks against any
+OpenAI-compatible endpoint, without a gateway, for evaluation.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.gateway.auth import PLACEHOLDER_KEY, client_api_key
 from agents.trajectory import Trajectory
 
 __all__ = [
@@ -60,7 +63,7 @@ __all__ = [
 ]
 
 AgentFn = Callable[[Any, Any], Awaitable[Any]]
-API_KEY = "turngym"  # the gateway checks no key; SDKs insist on one
+API_KEY = PLACEHOLDER_KEY  # for endpoints that check no key; OpenAI's SDKs insist on one
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,7 @@ def command_agent(command: str, *, kill_grace_s: float = 2.0) -> AgentFn:
         env = {
             **os.environ,
             "OPENAI_BASE_URL": str(client.base_url).rstrip("/"),
-            "OPENAI_API_KEY": API_KEY,
+            "OPENAI_API_KEY": str(client.api_key),
             "TURNGYM_TASK": json.dumps(task),
         }
         process = await asyncio.create_subprocess_shell(
@@ -207,7 +210,9 @@ async def play_session(
     gateway.open_session(
         session_id, group_id=group_id, seed=seed, task=task_name, sampling=sampling, policy_version=policy_version
     )
-    client = openai.AsyncOpenAI(base_url=base_url_for(session_id), api_key=API_KEY, max_retries=0, timeout=timeout_s)
+    client = openai.AsyncOpenAI(
+        base_url=base_url_for(session_id), api_key=client_api_key(), max_retries=0, timeout=timeout_s
+    )
     try:
         outcome = read_outcome(await asyncio.wait_for(agent(client, task), timeout_s))
         trajectories = gateway.finish(session_id, outcome.reward, outcome.turn_rewards, outcome.success)

@@ -13,12 +13,16 @@ Routes (``{sid}`` is a session id)::
     GET    /health                               {"status": "ok", "sessions": n, ...counters}
 
 An unmodified agent built on the OpenAI SDK needs only ``base_url=<server>/sessions/<sid>/v1``.
-Errors are OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``) with status 400
-(bad request), 404 (unknown session), 409 (session busy or already open), 429 (too many sessions),
-500/503 (template or engine failure). ``stream=true`` answers with server-sent events: the reply is
-sampled whole, then sent as a role chunk, a content (or tool-calls) chunk, a finish chunk, an
-optional usage chunk and ``[DONE]``. A client that disconnects cancels its request; nothing of it
-is recorded.
+With an API key (:mod:`agents.gateway.auth`: ``api_key=`` or ``$TURNGYM_API_KEY``; required to bind
+anything but loopback) every route but ``/health`` needs ``Authorization: Bearer <key>``, which the
+SDK sends as its ``api_key``. Errors are OpenAI's shape (``{"error": {"message", "type", "param",
+"code"}}``, the message one line) with status 400 (bad request: not JSON, not an object, wrong
+types), 401 (missing or wrong key), 404 (unknown session or route), 405 (wrong method), 409 (session
+busy or already open), 413 (body over ``max_body_bytes``, 4 MiB), 429 (too many sessions), 500/503
+(template or engine failure; a traceback goes to the log, never to the client). ``stream=true``
+answers with server-sent events: the reply is sampled whole, then sent as a role chunk, a content
+(or tool-calls) chunk, a finish chunk, an optional usage chunk and ``[DONE]``. A client that
+disconnects cancels its request; nothing of it is recorded.
 """
 
 from __future__ import annotations
@@ -26,22 +30,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import time
 from typing import Any
 
 from aiohttp import web
 
+from agents.gateway.auth import check_binding, key_matches, resolve_api_key
 from agents.gateway.messages import GatewayError, completion_id, parse_request
 from agents.gateway.service import Completion, Gateway
 
-__all__ = ["GATEWAY", "GatewayServer", "make_app"]
+__all__ = ["GATEWAY", "MAX_BODY_BYTES", "GatewayServer", "make_app"]
 
 GATEWAY = web.AppKey("gateway", Gateway)
+#: Largest request body accepted: a long chat history with tool schemas is well under 1 MiB.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Routes open without the key: a liveness probe needs no secret, and health shows only counters.
+OPEN_PATHS = frozenset({"/health"})
+
+logger = logging.getLogger(__name__)
 
 
-def make_app(gateway: Gateway) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+def make_app(gateway: Gateway, *, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    """The gateway's aiohttp app; with ``api_key``, every route but ``/health`` needs ``Bearer <api_key>``."""
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be at least 1, got {max_body_bytes}")
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_guard(api_key)])
     app[GATEWAY] = gateway
     app.add_routes(
         [
@@ -61,12 +76,28 @@ def make_app(gateway: Gateway) -> web.Application:
 
 class GatewayServer:
     """Serves a :class:`Gateway` on ``host:port`` (0: any free port) in the running event loop, and reaps
-    idle sessions every ``reap_every_s`` (default: a quarter of the session time-to-live)."""
+    idle sessions every ``reap_every_s`` (default: a quarter of the session time-to-live).
 
-    def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 0, reap_every_s: float | None = None):
+    ``api_key`` (default ``$TURNGYM_API_KEY``) is the key every request but ``/health`` must carry; a
+    ``host`` other than loopback without one raises :class:`ValueError` here, before anything listens.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reap_every_s: float | None = None,
+        *,
+        api_key: str | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ):
+        self.api_key = resolve_api_key(api_key)
+        check_binding(host, self.api_key)
         self.gateway = gateway
         self.host = host
         self.port = port
+        self.max_body_bytes = max_body_bytes
         self.reap_every_s = reap_every_s or max(gateway.limits.session_ttl_s / 4, 0.05)
         self._runner: web.AppRunner | None = None
         self._reaper: asyncio.Task[None] | None = None
@@ -81,7 +112,8 @@ class GatewayServer:
 
     async def start(self) -> str:
         # A client that disconnects cancels its request (and the engine call under it).
-        self._runner = web.AppRunner(make_app(self.gateway), access_log=None, handler_cancellation=True)
+        app = make_app(self.gateway, api_key=self.api_key, max_body_bytes=self.max_body_bytes)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -115,11 +147,49 @@ def _error(exc: GatewayError) -> web.Response:
     return web.json_response(exc.body(), status=exc.status)
 
 
+def _guard(api_key: str | None) -> Any:
+    """Middleware: the key check, then every refusal (aiohttp's own 404/405/413 included) as one JSON line."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+        open_path = api_key is None or request.path in OPEN_PATHS
+        if not open_path and not key_matches(request.headers.get("Authorization"), api_key):
+            reason = "missing or wrong API key: send Authorization: Bearer <key>"
+            return _error(GatewayError(401, reason, kind="authentication_error"))
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            detail = exc.text if exc.text and exc.text != f"{exc.status}: {exc.reason}" else ""
+            return _error(GatewayError(exc.status, " ".join(f"{exc.reason} {detail}".split())[:500]))
+        except (asyncio.CancelledError, ConnectionResetError):
+            raise  # the client went away: nobody to answer
+        except Exception as exc:
+            logger.exception("gateway request %s %s failed", request.method, request.path)
+            return _error(GatewayError(500, f"internal error: {type(exc).__name__}", kind="server_error"))
+
+    return guard
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
 async def _json_body(request: web.Request) -> Any:
+    """The body as strict JSON (no NaN, Infinity or numbers beyond a double), or a 400."""
+    raw = await request.read()
     try:
-        return await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GatewayError(400, f"the request body is not JSON: {exc}") from exc
+        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise GatewayError(400, f"the request body is not JSON: {' '.join(str(exc).split())[:200]}") from exc
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:
