@@ -13,8 +13,17 @@ What a run sees and may do:
   ``max(64, 4 * max_file_mb)`` MB. The root itself is read-only. Nothing of the host can be written
   and nothing else of it exists inside: not ``/root``, not ``/home``, not the repository.
 * Processes: ``--die-with-parent`` and ``--new-session``; the program is pid 2 of its own pid
-  namespace, so when the run ends (bwrap killed with its process group by the supervisor) the kernel
-  kills every process left in the namespace.
+  namespace, whose pid 1 is this backend's init (:data:`INIT`, started with ``--as-pid-1`` in place of
+  bwrap's own): it reaps orphans, reports the program's exit as bwrap's init did (128 + N for signal
+  N) and, first of all, makes itself non-dumpable. bwrap's init was dumpable and ran as the program's
+  user, so the program could trace it and read its ``/proc/1/environ``, ``/proc/1/mem`` and
+  descriptors; a non-dumpable process is open to those only with ``CAP_SYS_PTRACE``, which the program
+  lacks. When the program exits, or the run ends (bwrap killed with its process group by the
+  supervisor), init exits and the kernel kills every process left in the namespace.
+* System calls: a seccomp filter (:mod:`sandbox.seccomp`, passed as ``--seccomp FD`` and applied by
+  bwrap just before it runs the program) refuses with ``EPERM`` the calls that reach other processes
+  (``ptrace``, ``process_vm_readv``/``writev``, ``pidfd_getfd``...) and the kernel's large attack
+  surfaces (``bpf``, ``perf_event_open``, ``io_uring``, key rings, mounts, namespaces...).
 * Exit codes: bwrap reports a program killed by signal N as exit code 128 + N, so an exit code in
   129..192 is read as that signal (``exit_code`` None, status by signal).
 * Limits: rlimits set inside the namespace with util-linux ``prlimit`` (RLIMIT_AS, RLIMIT_CPU,
@@ -47,6 +56,7 @@ from sandbox._supervise import supervise
 from sandbox.base import ExecResult, Limits, RawOutcome, SandboxBase, SandboxError, check_files, classify
 from sandbox.cgroups import RunCgroup, cgroup_support
 from sandbox.process import PROGRAM_NAME, prlimit_command, raw_outcome
+from sandbox.seccomp import UnsupportedArchitecture, build_filter
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +66,31 @@ WORKDIR = "/work"
 NOBODY = 65534
 _TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _INSTALL_HINT = "install bubblewrap (`apt-get install -y bubblewrap`)"
-_BWRAP_OVERHEAD_MB = 32
+_BWRAP_OVERHEAD_MB = 48  # bwrap and the Python init
 # Join the run's cgroups ("$@" up to "--" are cgroup.procs files), then run the rest of the command.
 _JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+# The sandbox's pid 1: non-dumpable (PR_SET_DUMPABLE = 4), so nothing without CAP_SYS_PTRACE can trace
+# it or open its /proc/1/{mem,environ,fd}; Python's own SIGINT/SIGPIPE/SIGXFSZ handling is undone so
+# the program starts with default signal actions; then it runs the command and reaps until the command
+# ends, and exits as bwrap's init would (128 + N for a program killed by signal N).
+INIT = """
+import ctypes, os, signal, sys
+for number in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+    signal.signal(number, signal.SIG_DFL)
+if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
+    sys.exit("sandbox init: prctl(PR_SET_DUMPABLE, 0) failed: " + os.strerror(ctypes.get_errno()))
+child = os.fork()
+if child == 0:
+    try:
+        os.execv(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+while True:
+    pid, status = os.wait()
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(128 - code if code < 0 else code)
+"""
 
 
 def _default_python() -> str:
@@ -110,6 +142,10 @@ class BubblewrapSandbox(SandboxBase):
         self.run_as_uid = run_as_uid if os.geteuid() == 0 else None
         self.default_limits = limits or Limits()
         self._binds = _root_binds(self.python)
+        try:
+            self.seccomp_filter = build_filter()
+        except UnsupportedArchitecture as error:
+            raise SandboxError(str(error)) from error
         self.setpriv = shutil.which("setpriv")
         parents, self.cgroup_reason = cgroup_support()
         self.uses_cgroups = parents is not None and self.run_as_uid is not None and self.setpriv is not None
@@ -132,10 +168,13 @@ class BubblewrapSandbox(SandboxBase):
                 "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0)."
             )
 
-    def command(self, limits: Limits, files: Mapping[str, int], python_args: list[str] | None = None) -> list[str]:
-        """The full ``bwrap ... -- prlimit ... -- python3 main.py`` command line for one run.
+    def command(
+        self, limits: Limits, files: Mapping[str, int], seccomp_fd: int, python_args: list[str] | None = None
+    ) -> list[str]:
+        """The full ``bwrap ... -- python3 -c INIT prlimit ... -- python3 main.py`` command line for one run.
 
         ``files``: path in the work dir -> a readable descriptor holding its content (copied by bwrap).
+        ``seccomp_fd``: a readable descriptor holding :attr:`seccomp_filter`.
         """
         tmpfs_bytes = str(_tmpfs_mb(limits) * 2**20)
         copies: list[str] = []
@@ -150,6 +189,8 @@ class BubblewrapSandbox(SandboxBase):
             "--disable-userns",
             "--die-with-parent",
             "--new-session",
+            "--as-pid-1",
+            *("--seccomp", str(seccomp_fd)),
             *self._binds,
             *("--proc", "/proc", "--dev", "/dev"),
             *("--size", tmpfs_bytes, "--tmpfs", "/tmp", "--size", tmpfs_bytes, "--tmpfs", WORKDIR),
@@ -161,6 +202,7 @@ class BubblewrapSandbox(SandboxBase):
             *("--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", WORKDIR),
             *("--setenv", "LANG", "C.UTF-8"),
             "--",
+            *(self.python, "-E", "-s", "-B", "-c", INIT),
             *prlimit_command(limits, prlimit=self.prlimit),
             self.python,
             "-E",
@@ -196,9 +238,10 @@ class BubblewrapSandbox(SandboxBase):
     ) -> RawOutcome:
         """Run bwrap under the supervisor (in a cgroup of its own where possible); the raw outcome."""
         descriptors = {path: _memfd(data) for path, data in contents.items()}
+        seccomp_fd = _memfd(self.seccomp_filter)
         cgroup = None
         try:
-            argv = self.command(limits, descriptors, python_args)
+            argv = self.command(limits, descriptors, seccomp_fd, python_args)
             user: dict = {}
             if self.uses_cgroups:
                 memory_bytes = (limits.memory_mb + _tmpfs_mb(limits) + _BWRAP_OVERHEAD_MB) * 2**20
@@ -215,7 +258,7 @@ class BubblewrapSandbox(SandboxBase):
                 stdin=stdin,
                 wall_time_s=limits.wall_time_s,
                 max_output_bytes=limits.max_output_bytes,
-                pass_fds=tuple(descriptors.values()),
+                pass_fds=(*descriptors.values(), seccomp_fd),
                 **user,
             )
             if cgroup is not None:
@@ -225,7 +268,7 @@ class BubblewrapSandbox(SandboxBase):
         finally:
             if cgroup is not None:
                 cgroup.close()
-            for fd in descriptors.values():
+            for fd in (*descriptors.values(), seccomp_fd):
                 os.close(fd)
         return raw_outcome(outcome)
 

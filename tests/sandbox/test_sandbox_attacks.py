@@ -6,6 +6,7 @@ the process backend claims no isolation and is not tested here.
 
 from __future__ import annotations
 
+import json
 import textwrap
 import time
 import uuid
@@ -187,9 +188,61 @@ def test_tracing_the_sandbox_init_does_not_let_a_process_outlive_the_run(sandbox
         """
     )
     result = sandbox.run(program, limits=Limits(wall_time_s=2.0))
-    assert result.status is Status.TIMEOUT
+    assert result.status is Status.TIMEOUT and result.stdout.splitlines()[:1] == ["-1"], result
     time.sleep(0.5)
     assert processes_with(marker) == []
+
+
+REACH_OTHERS = textwrap.dedent(
+    """
+    import ctypes, errno, json, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    NR = {"x86_64": (101, 310, 434, 438), "aarch64": (117, 270, 434, 438)}[os.uname().machine]
+    PTRACE, VM_READV, PIDFD_OPEN, PIDFD_GETFD = NR
+    REFUSED = {errno.EPERM, errno.EACCES, errno.ESRCH}
+    class IoVec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+    buffer = ctypes.create_string_buffer(8)
+    local, remote = IoVec(ctypes.cast(buffer, ctypes.c_void_p), 8), IoVec(0x10000, 8)
+
+    def reached(pid):
+        found = []
+        for name in ("environ", "mem", "fd/1", "maps"):
+            try:
+                with open(f"/proc/{pid}/{name}", "rb", 0) as handle:
+                    handle.read(1)
+                found.append(name)
+            except OSError as error:
+                if error.errno not in REFUSED:  # e.g. EIO: mem opened, address unmapped
+                    found.append(f"{name}:{error.errno}")
+        calls = {
+            "ptrace": (PTRACE, 16, pid, 0, 0),  # PTRACE_ATTACH
+            "process_vm_readv": (VM_READV, pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0),
+        }
+        pidfd = libc.syscall(PIDFD_OPEN, pid, 0)
+        if pidfd >= 0:
+            calls["pidfd_getfd"] = (PIDFD_GETFD, pidfd, 1, 0)
+        for name, args in calls.items():
+            ctypes.set_errno(0)
+            if libc.syscall(*args) >= 0 or ctypes.get_errno() not in REFUSED:
+                found.append(f"{name}:{ctypes.get_errno()}")
+        return found
+
+    others = sorted({int(p) for p in os.listdir("/proc") if p.isdigit()} - {os.getpid()})
+    targets = sorted(set(others) | {1} | ({os.getppid()} - {0}))
+    print(json.dumps({"pid1_is_other": 1 in others, "reached": {p: r for p in targets if (r := reached(p))}}))
+    """
+)
+
+
+def test_a_program_reaches_no_process_it_did_not_start(sandbox):
+    # Every other process in the program's view (pid 1 and its parent included): its environment,
+    # memory, descriptors and maps through /proc, PTRACE_ATTACH, process_vm_readv, and pidfd_getfd of
+    # its stdout. Each must be refused (EPERM, EACCES or ESRCH), never opened, read or attached.
+    result = sandbox.run(REACH_OTHERS, limits=QUICK)
+    assert result.status is Status.OK, result
+    assert json.loads(result.stdout) == {"pid1_is_other": True, "reached": {}}, result.stdout
 
 
 def test_no_user_namespace_can_be_made_inside(sandbox):
