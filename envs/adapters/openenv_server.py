@@ -16,11 +16,21 @@ Wire models:
   the turn's reward, format penalty included; other info keys travel in ``metadata``.
 * :class:`TextState`: ``env_id``, ``turn``, ``episode_over``, ``render`` (the state as text),
   ``oracle`` (a reference solution from here, or ``None``) and ``valid_actions``.
+
+Guard (:class:`RequestGuard`, on every app :func:`build_app` makes): with an API key, every request
+but ``GET /health`` needs ``Authorization: Bearer <key>`` (401 with a one-line JSON reason; a
+WebSocket handshake without it is refused before it is accepted, with 401 where the server can send
+one, else close code 1008); binding anything but loopback without a key raises (:func:`check_binding`).
+HTTP bodies are capped at ``max_body_bytes`` (4 MiB, 413) and must be strict JSON (400); a reset the
+environment refuses (bad seed or options) is 400, a ``/step`` with no episode 409. WebSocket messages
+are capped at :data:`WS_MAX_SIZE_BYTES` by the server (uvicorn closes with 1009).
 """
 
 from __future__ import annotations
 
 import functools
+import hmac
+import ipaddress
 import json
 import math
 import socket
@@ -33,11 +43,17 @@ from typing import Any
 from envs.optional import import_pinned
 
 __all__ = [
+    "API_KEY_ENV",
+    "MAX_BODY_BYTES",
     "OPENENV_INSTALL",
     "OPENENV_VERSION",
     "LocalServer",
+    "RequestError",
+    "RequestGuard",
     "build_app",
+    "check_binding",
     "import_openenv",
+    "is_loopback",
     "local_server",
     "quiet_disconnects",
     "serve_app",
@@ -49,6 +65,12 @@ OPENENV_INSTALL = f'pip install "turngym[openenv]"  (openenv=={OPENENV_VERSION})
 
 #: Largest WebSocket message the server accepts: actions up to TextEnv's 16M characters, JSON-escaped.
 WS_MAX_SIZE_BYTES = 128 * 1024 * 1024
+#: Largest HTTP body: HTTP requests carry a seed or one action; long episodes play over the WebSocket.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: The environment variable with the API key (the gateway reads the same one).
+API_KEY_ENV = "TURNGYM_API_KEY"
+#: Paths open without the key: a liveness probe needs no secret.
+OPEN_PATHS = frozenset({"/health"})
 
 
 def import_openenv() -> Any:
@@ -73,6 +95,111 @@ def _jsonable(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return str(value)
+
+
+class RequestError(ValueError):
+    """A request the environment server refuses: ``status`` (4xx) and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(" ".join(message.split())[:500])
+        self.status = status
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine: ``localhost``, 127.0.0.0/8 or ::1 (not ``0.0.0.0`` or ``""``)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:  # a host name other than localhost may resolve anywhere
+        return False
+
+
+def check_binding(host: str, api_key: str | None) -> None:
+    """Raise :class:`ValueError` (saying how to fix it) if ``host`` is not loopback and there is no key."""
+    if not api_key and not is_loopback(host):
+        raise ValueError(
+            f"the server would listen on {host!r}, reachable from other machines, without an API key: "
+            f"set {API_KEY_ENV} (or pass api_key=...), or bind 127.0.0.1"
+        )
+
+
+def _key_matches(headers: list[tuple[bytes, bytes]], api_key: str) -> bool:
+    """Whether the ASGI ``headers`` carry ``Authorization: Bearer <api_key>``, compared in constant time."""
+    value = next((v for k, v in headers if k.lower() == b"authorization"), b"")
+    scheme, _, token = value.partition(b" ")
+    presented = token.strip() if scheme.lower() == b"bearer" else b""
+    return hmac.compare_digest(presented, api_key.encode("utf-8", "surrogatepass"))
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+class RequestGuard:
+    """ASGI middleware: the API key check (see the module docstring), then a body cap and a strict-JSON check."""
+
+    def __init__(self, app: Any, *, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be at least 1, got {max_body_bytes}")
+        self.app, self.api_key, self.max_body_bytes = app, api_key or None, max_body_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        if self.api_key and scope["path"] not in OPEN_PATHS and not _key_matches(scope["headers"], self.api_key):
+            return await self._deny(
+                scope, receive, send, 401, "missing or wrong API key: send Authorization: Bearer <key>"
+            )
+        if scope["type"] == "websocket":
+            return await self.app(scope, receive, send)
+        body, more = b"", True
+        declared = next((v for k, v in scope["headers"] if k.lower() == b"content-length"), b"0")
+        if not declared.isdigit() or int(declared) > self.max_body_bytes:
+            return await self._deny(scope, receive, send, 413, f"the body is over {self.max_body_bytes} bytes")
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away mid-body: nobody to answer
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+            if len(body) > self.max_body_bytes:
+                return await self._deny(scope, receive, send, 413, f"the body is over {self.max_body_bytes} bytes")
+        if body.strip():
+            try:
+                json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                return await self._deny(scope, receive, send, 400, f"the body is not JSON: {exc}")
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _deny(scope: Any, receive: Any, send: Any, status: int, reason: str) -> None:
+        """Answer ``status`` with ``{"detail": reason}``; a WebSocket is refused before it is accepted."""
+        payload = json.dumps({"detail": " ".join(reason.split())[:500]}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            return await send({"type": "http.response.body", "body": payload})
+        await receive()  # websocket.connect
+        if "websocket.http.response" in scope.get("extensions", {}):
+            await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+            return await send({"type": "websocket.http.response.body", "body": payload})
+        await send({"type": "websocket.close", "code": 1008, "reason": reason[:120]})
 
 
 @functools.cache
@@ -129,7 +256,10 @@ def _models() -> tuple[type, type, type, type]:
         def reset(
             self, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
         ) -> TextObservation:
-            text, info = self.env.reset(seed=seed, options=options)
+            try:
+                text, info = self.env.reset(seed=seed, options=options)
+            except (TypeError, ValueError, KeyError, OverflowError) as exc:  # the client's seed or options
+                raise RequestError(400, f"the environment refused the reset: {type(exc).__name__}: {exc}") from exc
             self.episode_id, self.started = episode_id, True
             observation = self._observation(text, 0.0, False, False, info)
             observation.instructions = self.env.unwrapped.instructions
@@ -138,6 +268,10 @@ def _models() -> tuple[type, type, type, type]:
             return observation
 
         def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
+            if not self.started:  # HTTP /step gets a fresh environment per request
+                raise RequestError(409, "no episode to step: reset first, in a WebSocket session at /ws")
+            if self.env.unwrapped.episode_over:
+                raise RequestError(409, "the episode is over: reset to start another")
             text, reward, terminated, truncated, info = self.env.step(action.text)
             return self._observation(text, reward, terminated, truncated, info)
 
@@ -187,19 +321,35 @@ def _models() -> tuple[type, type, type, type]:
     return TextAction, TextObservation, TextState, TurngymEnvironment
 
 
-def build_app(env_id: str, options: Mapping[str, Any] | None = None, *, max_sessions: int = 256) -> Any:
+def build_app(
+    env_id: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    max_sessions: int = 256,
+    api_key: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Any:
     """A FastAPI app (OpenEnv's ``create_app``) serving ``env_id``; each WebSocket session gets its own instance.
 
     The options are checked by building one environment first, so a bad option fails here, not in a session.
+    Requests pass :class:`RequestGuard` (``api_key``: the key every request but ``/health`` needs).
     """
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     text_action, text_observation, _, environment = _models()
+    from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_app
 
     environment(env_id, options).close()
     factory = functools.partial(environment, env_id, dict(options or {}))
-    return create_app(factory, text_action, text_observation, env_name=env_id, max_concurrent_envs=max_sessions)
+    app = create_app(factory, text_action, text_observation, env_name=env_id, max_concurrent_envs=max_sessions)
+
+    async def refuse(request: Any, exc: RequestError) -> Any:
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+
+    app.add_exception_handler(RequestError, refuse)
+    app.add_middleware(RequestGuard, api_key=api_key, max_body_bytes=max_body_bytes)
+    return app
 
 
 def quiet_disconnects(app: Any) -> Any:
@@ -236,16 +386,36 @@ def start_server(
     host: str = "127.0.0.1",
     port: int = 0,
     max_sessions: int = 256,
+    api_key: str | None = None,
 ) -> LocalServer:
-    """Serve ``env_id`` from a daemon thread of this process (``port=0``: a free port); returns once it listens."""
-    return serve_app(build_app(env_id, options, max_sessions=max_sessions), host=host, port=port, name=env_id)
+    """Serve ``env_id`` from a daemon thread of this process (``port=0``: a free port); returns once it listens.
+
+    A ``host`` other than loopback needs ``api_key`` (:func:`check_binding`), which every request then carries.
+    """
+    check_binding(host, api_key)  # before building an environment
+    app = build_app(env_id, options, max_sessions=max_sessions)
+    return serve_app(app, host=host, port=port, name=env_id, api_key=api_key)
 
 
 def serve_app(
-    app: Any, *, host: str = "127.0.0.1", port: int = 0, name: str = "app", startup_timeout_s: float = 60.0
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    name: str = "app",
+    startup_timeout_s: float = 60.0,
+    api_key: str | None = None,
 ) -> LocalServer:
-    """Run an ASGI app (any OpenEnv server app) with uvicorn in a daemon thread; returns once it listens."""
+    """Run an ASGI app (any OpenEnv server app) with uvicorn in a daemon thread; returns once it listens.
+
+    With ``api_key`` the app is wrapped in :class:`RequestGuard` (every request but ``/health`` carries the
+    key); a ``host`` other than loopback needs one.
+    """
     import uvicorn
+
+    check_binding(host, api_key)
+    if api_key:
+        app = RequestGuard(app, api_key=api_key)
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -291,7 +291,7 @@ def test_serve_arguments():
     assert parse_args(["sokoban", "env.dim=[7, 8]", "env.require_answer_tag=true", "port=8001"]) == (
         "sokoban",
         {"dim": [7, 8], "require_answer_tag": True},
-        {"host": "127.0.0.1", "port": 8001, "max_sessions": 256},
+        {"host": "127.0.0.1", "port": 8001, "max_sessions": 256, "api_key": None},
     )
     with pytest.raises(SystemExit, match="unknown option 'prot'"):
         parse_args(["sokoban", "prot=8001"])
