@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="sequential calls per row (default 2000)")
     args = parser.parse_args()
 
-    from trainer.rollout import import_ray, init_ray
+    from trainer.ray_cluster import import_ray, init_ray
 
     ray = import_ray()
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

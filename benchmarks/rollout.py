@@ -175,7 +175,8 @@ def turngym_ray(model_name: str, seeds, max_new_tokens: int, num_env_actors: int
     """The same episodes through Ray env actors against the hf engine in its own actor (model loaded there)."""
     from agents.engines.registry import EngineSpec
     from trainer.engine_actor import launch_engine_actor
-    from trainer.rollout import RolloutConfig, RolloutManager, group_requests, init_ray
+    from trainer.ray_cluster import init_ray
+    from trainer.rollout import RolloutConfig, RolloutManager, group_requests
     from trainer.rollout_worker import ChatRendererFactory
 
     init_ray(num_cpus=max(4, num_env_actors + 2))

@@ -209,5 +209,5 @@ class _EpisodeFailed(Exception):
 
 
 def agent_rollout_factory(config: AgentRolloutConfig) -> Callable[[Engine, Any], AgentRollout]:
-    """Build the rollout once the engine and tokenizer exist (``trainer.run_setup``)."""
+    """Build the rollout once the engine and tokenizer exist (``trainer.components``)."""
     return lambda engine, tokenizer: AgentRollout(config, engine, tokenizer)

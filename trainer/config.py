@@ -48,9 +48,6 @@ __all__ = [
     "TrainConfig",
     "TrainerOptions",
     "compose_train_config",
-    "lora_bf16_caution",
-    "mixed_precision",
-    "shared_critic",
     "to_train_config",
 ]
 
@@ -496,46 +493,6 @@ def _check_rollout(config: TrainConfig) -> None:
 
 
 PRECISIONS = ("auto", "float32", "bf16-mixed")
-
-
-def shared_critic(config: TrainConfig) -> bool:
-    """Whether the critic is a value head on the actor (``algo.critic_model``; ``auto``: when the actor trains LoRA
-    adapters, whose separate critic would be frozen weights plus adapters too)."""
-    if not config.algo.critic:
-        return False
-    if config.algo.critic_model == "auto":
-        return config.model.lora_rank > 0
-    return config.algo.critic_model == "shared"
-
-
-def mixed_precision(config: TrainConfig, lora_rank: int | None = None) -> bool:
-    """Whether a learner model that trains LoRA adapters of ``lora_rank`` (default ``model.lora_rank``; 0: every
-    weight) computes in bf16 (float32 master weights, gradients reduced in float32): ``trainer.precision``,
-    where ``auto`` means on CUDA devices that support bf16, never on CPU, and not with LoRA adapters.
-
-    A bf16 forward drops an adapter's contribution wherever it is under half a bf16 step of the base layer's
-    output: that output is already on the bf16 grid, and their sum is rounded back to it. The learner then
-    sees only part of its own policy change (:func:`lora_bf16_caution`)."""
-    lora_rank = config.model.lora_rank if lora_rank is None else lora_rank
-    if config.trainer.precision != "auto":
-        return config.trainer.precision == "bf16-mixed"
-    if config.trainer.n_gpus == 0 or lora_rank > 0:
-        return False
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-
-
-def lora_bf16_caution(config: TrainConfig) -> str | None:
-    """A warning when the run was asked to train LoRA adapters with bf16 compute, else ``None``."""
-    if config.model.lora_rank == 0 or not mixed_precision(config):
-        return None
-    return (
-        "trainer.precision=bf16-mixed with LoRA adapters (model.lora_rank > 0): a bf16 forward rounds away each "
-        "adapter's contribution where it is under half a bf16 step of the layer's output, so the learner sees only "
-        "part of its own policy change (about half after one step of SmolLM2 at lr 1e-4); "
-        "use trainer.precision=float32, or model.lora_rank=0"
-    )
 
 
 def _check_trainer(config: TrainConfig) -> None:

@@ -20,7 +20,7 @@ The engine actor's factory is an :class:`~agents.engines.registry.EngineSpec` to
 :class:`EngineClient` declares ``weight_sync = "object_ref"``: ``update_weights`` takes the state dict
 or a Ray object reference to one, which Ray resolves inside the engine actor (a learner rank's
 ``ray.put`` reaches the engine without a copy in the driver). Size the object store for it
-(:func:`trainer.rollout.init_ray`), or sync weights another way for large models.
+(:func:`trainer.ray_cluster.init_ray`), or sync weights another way for large models.
 """
 
 from __future__ import annotations
@@ -155,10 +155,10 @@ def launch_engine_actor(
     times Ray restarts the actor after it dies (the handle stays valid; calls in flight fail; the
     restarted engine is built again by ``make_engine``, so it has the factory's weights and policy
     version 0 until its owner syncs it). Starts Ray locally
-    (:func:`trainer.rollout.init_ray`) if it is not running. Raises what the engine's construction
+    (:func:`trainer.ray_cluster.init_ray`) if it is not running. Raises what the engine's construction
     raised, or ``TimeoutError`` after ``ready_timeout_s``.
     """
-    from trainer.rollout import import_ray, init_ray
+    from trainer.ray_cluster import import_ray, init_ray
 
     ray = import_ray()
     init_ray()  # a no-op when Ray is running; else the local default, capped

@@ -15,6 +15,7 @@ from agents.policy import sampling_and_limits
 
 if TYPE_CHECKING:
     from trainer.config import TrainConfig
+    from trainer.rollout_records import Rollout
 
 __all__ = ["evaluate_held_out", "evaluation_due", "held_out_metrics"]
 
@@ -51,7 +52,9 @@ def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
     }
 
 
-async def evaluate_held_out(config: TrainConfig, rollout: Any, policy_version: int) -> tuple[dict[str, float], list]:
+async def evaluate_held_out(
+    config: TrainConfig, rollout: Rollout, policy_version: int
+) -> tuple[dict[str, float], list]:
     """Play the held-out seeds once each with the current policy; returns ``eval/*`` metrics and the episodes.
 
     Episodes that end in an error count as failures (as in ``agents.eval``); a seed whose episode keeps

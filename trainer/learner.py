@@ -48,7 +48,7 @@ class WorkerGroup:
     """``world_size`` ranks of one role (contract: module docstring)."""
 
     def __init__(self, spec: WorkerSpec, world_size: int = 1, *, num_cpus: float = 1.0, num_gpus: float = 0.0) -> None:
-        from trainer.rollout import import_ray, init_ray
+        from trainer.ray_cluster import import_ray, init_ray
 
         if world_size < 1:
             raise ValueError(f"world_size must be >= 1, got {world_size}")

@@ -7,14 +7,18 @@ a group that could not be completed is dropped whole and named in ``dropped_grou
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.episode import EpisodeSpec
 from agents.trajectory import Trajectory
 
-__all__ = ["METRIC_NAMES", "GroupRequest", "RolloutConfig", "RolloutResult", "group_requests"]
+if TYPE_CHECKING:
+    from agents.engines.base import SamplingParams
+    from agents.episode import EpisodeLimits
+
+__all__ = ["METRIC_NAMES", "GroupRequest", "Rollout", "RolloutConfig", "RolloutResult", "group_requests"]
 
 
 @dataclass(frozen=True)
@@ -129,3 +133,27 @@ class RolloutResult:
     @property
     def trajectories(self) -> list[Trajectory]:
         return [t for group in self.groups for t in group]
+
+
+class Rollout(Protocol):
+    """What the training loop and the held-out evaluation need of a rollout: play groups, close.
+
+    :class:`~trainer.rollout.RolloutManager` (environment actors) and :class:`~trainer.agent_rollout.AgentRollout`
+    (an external agent through the gateway) both are one.
+    """
+
+    async def collect(
+        self,
+        groups: Sequence[GroupRequest],
+        /,
+        *,
+        sampling: SamplingParams,
+        limits: EpisodeLimits | None = None,
+        policy_version: int = 0,
+    ) -> RolloutResult:
+        """Play every group of ``groups`` at ``policy_version``; return the complete groups and the counts."""
+        ...
+
+    def close(self) -> object:
+        """Stop what the rollout started (a coroutine for rollouts that close asynchronously)."""
+        ...

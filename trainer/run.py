@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from trainer.components import Components
     from trainer.config import TrainConfig
-    from trainer.run_setup import Components
 
 __all__ = ["PLOT_EVERY", "USAGE", "main", "train"]
 
@@ -118,7 +118,7 @@ def train(config: TrainConfig, *, setup: Callable[[], None] | None = None) -> Pa
 
 
 async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
-    from trainer.run_setup import build_components
+    from trainer.components import build_components
 
     components = await build_components(config, setup)
     try:
@@ -165,17 +165,19 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
     import torch
 
     from trainer.batch import build_batch
+    from trainer.engine_sync import sync_engine
     from trainer.evaluation import evaluate_held_out, evaluation_due
-    from trainer.run_setup import (
+    from trainer.seeds import update_shuffle_seed
+    from trainer.train_step import (
         episode_metrics,
+        estimate_advantages,
         rollout_task,
         save_checkpoint,
-        sync_engine,
+        score_batch,
         timing_metrics,
         trainable,
+        update,
     )
-    from trainer.seeds import update_shuffle_seed
-    from trainer.train_step import estimate_advantages, score_batch, update
 
     step, version = c.start_step, c.policy_version
     if step == 0 and evaluation_due(config, 0):  # the policy RL starts from (the warm-up's, if any)

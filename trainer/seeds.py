@@ -19,6 +19,7 @@ __all__ = [
     "curriculum_draw_seed",
     "evaluation_sampling_seed",
     "rollout_sampling_seed",
+    "sft_shuffle_seed",
     "training_level_seed",
     "training_level_seeds",
     "training_seed_range",
@@ -27,6 +28,7 @@ __all__ = [
 
 _STREAM_STRIDE = 1_000_003  # a prime: runs with different bases get different per-step seeds
 _EVALUATION_OFFSET = 999_983  # the largest prime below 10**6: no training step reaches it
+_SFT_OFFSET = 17  # the warm-up's shuffle: the stream of step 17 (the warm-up runs before step 1)
 
 
 def training_level_seed(base: int, step: int, index: int, groups_per_step: int) -> int:
@@ -63,3 +65,8 @@ def update_shuffle_seed(base: int, step: int) -> int:
 def evaluation_sampling_seed(base: int) -> int:
     """The sampling seed of every held-out evaluation (``SamplingParams.seed``)."""
     return base * _STREAM_STRIDE + _EVALUATION_OFFSET
+
+
+def sft_shuffle_seed(base: int) -> int:
+    """The seed of the generator that shuffles the warm-up's (supervised fine-tuning's) batches."""
+    return base * _STREAM_STRIDE + _SFT_OFFSET

@@ -130,9 +130,10 @@ async def train_sft(group: Any, examples: list[Trajectory], config: TrainConfig,
 
     from trainer.algos import Aggregation
     from trainer.batch import build_batch
+    from trainer.seeds import sft_shuffle_seed
 
     batch = build_batch(examples, pad_id)
-    generator = torch.Generator().manual_seed(config.trainer.seed * 1_000_003 + 17)
+    generator = torch.Generator().manual_seed(sft_shuffle_seed(config.trainer.seed))
     steps: list[dict[str, float]] = []
     for _ in range(config.sft.epochs):
         order = torch.randperm(len(batch), generator=generator)
@@ -147,8 +148,8 @@ async def train_sft(group: Any, examples: list[Trajectory], config: TrainConfig,
 
 
 def _sft_worker_spec(config: TrainConfig, model_path: str, total_steps: int) -> Any:
-    from trainer.config import mixed_precision
     from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
+    from trainer.run_plan import mixed_precision
 
     optim, gpu = config.optim, config.trainer.n_gpus > 0
     optimizer = OptimizerSpec(
@@ -251,7 +252,7 @@ def _fine_tune(cfg: DictConfig) -> int:
 
 async def _standalone(config: TrainConfig, run_dir: Path) -> SftResult:
     from agents.models import resolve_model
-    from trainer.rollout import init_ray
+    from trainer.ray_cluster import init_ray
 
     init_ray(config.trainer.ray_address)
     return await warm_up(config, resolve_model(config.model.name), run_dir)

@@ -1,7 +1,11 @@
-"""One training step after the rollout: score the batch, estimate advantages, run the PPO epochs.
+"""One training step, in the order ``trainer.run``'s loop runs it: the rollout, the batch's scores, the
+advantages, the PPO epochs, the step's metrics and its checkpoint.
 
-The three phases are separate functions so the loop in ``trainer.run`` shows every one of them:
+Each phase is its own function so the loop shows every one of them:
 
+* :func:`rollout_task` - start the step's rollout (its levels' seeds, the curriculum's difficulties, the
+  engine checked to hold the learner's weights); :func:`trainable` - the complete groups to train on
+  (``algo.filter_groups``); :func:`episode_metrics` - ``reward/*`` and ``episode/*`` of the step;
 * :func:`score_batch` - the learner's logprobs of the policy that collected the data (``old``, at the
   rollout temperature), the reference's and the critic's values, and the truncated importance weights
   between the engine's and the learner's logprobs;
@@ -10,19 +14,27 @@ The three phases are separate functions so the loop in ``trainer.run`` shows eve
   (:data:`ESTIMATORS`), plus the optional step-level group term (:mod:`trainer.algos.credit`);
 * :func:`update` - ``algo.ppo_epochs`` passes over ``algo.mini_batches`` shuffled mini-batches; each
   mini-batch is one optimizer step of the actor (and of the critic), normalised by the mini-batch's
-  global token and sequence counts (``trainer.algos.Aggregation``).
+  global token and sequence counts (``trainer.algos.Aggregation``);
+* :func:`timing_metrics` - the step's times and throughputs; :func:`save_checkpoint` - the learner's state,
+  the policy in Hugging Face format and the trainer's counters, then old checkpoints pruned.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
+from agents.policy import sampling_and_limits
 from agents.trajectory import Trajectory
 from trainer.algos import (
     Aggregation,
@@ -39,10 +51,147 @@ from trainer.algos import (
 )
 from trainer.algos.estimators import ESTIMATORS, AdvantageInputs
 from trainer.batch import TrainBatch, reward_positions
+from trainer.checkpoint import TrainerState, checkpoint_dir, mark_complete, prune_checkpoints
 from trainer.config import AlgoConfig, TrainConfig
+from trainer.curriculum import difficulty_mix
+from trainer.engine_sync import engine_in_sync, engine_stats, watch_engine
 from trainer.learner import Learner
+from trainer.rollout_records import RolloutResult, group_requests
+from trainer.seeds import curriculum_draw_seed, rollout_sampling_seed, training_level_seeds
 
-__all__ = ["estimate_advantages", "policy_loss_spec", "score_batch", "update"]
+if TYPE_CHECKING:
+    from trainer.components import Components
+
+__all__ = [
+    "episode_metrics",
+    "estimate_advantages",
+    "policy_loss_spec",
+    "rollout_task",
+    "save_checkpoint",
+    "score_batch",
+    "timing_metrics",
+    "trainable",
+    "update",
+]
+
+log = logging.getLogger("trainer.run")
+
+
+# ---------------------------------------------------------------------------------------------- rollout
+def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: int) -> asyncio.Task:
+    """Start step ``step``'s rollout: groups of seeds ``seed + (step - 1) * groups_per_step + i``."""
+    groups, base = config.trainer.groups_per_step, config.trainer.seed
+    env_options = {k: v for k, v in config.env.items() if k != "id"}
+    seeds = training_level_seeds(base, step, groups)
+    requests = group_requests(config.env["id"], seeds, config.algo.group_size, env_options)
+    curriculum_metrics: dict[str, float] = {}
+    if c.curriculum is not None:  # every group plays a level of the difficulty drawn for it
+        difficulties = c.curriculum.draw(groups, seed=curriculum_draw_seed(base, step))
+        requests = [replace(r, reset_options={"difficulty": d}) for r, d in zip(requests, difficulties, strict=True)]
+        curriculum_metrics = {**difficulty_mix(difficulties), "curriculum/ceiling": float(c.curriculum.ceiling)}
+    rollout = config.rollout
+    sampling, limits = sampling_and_limits(
+        rollout, seed=rollout_sampling_seed(base, step), step_timeout_s=rollout.step_timeout_s
+    )
+
+    async def collect() -> tuple[RolloutResult, dict[str, float]]:
+        started = time.perf_counter()
+        for attempt in range(2):
+            before = await engine_in_sync(c, policy_version)
+            result = await c.rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)
+            after = await engine_stats(c.engine)
+            await watch_engine(c)
+            if after.policy_version == policy_version or attempt == 1:
+                break
+            # The engine restarted during the rollout: part of it came from the wrong weights. Play it again.
+            log.warning("the engine restarted during step %d's rollout; playing the step again", step)
+        prompt = after.prompt_tokens - before.prompt_tokens
+        cached = after.cached_prompt_tokens - before.cached_prompt_tokens
+        metrics = {
+            "time/rollout_s": time.perf_counter() - started,
+            "rollout/prefix_hit_rate": cached / prompt if prompt else 0.0,
+            "rollout/prompt_tokens": float(prompt),
+            "rollout/generated_tokens": float(after.generated_tokens - before.generated_tokens),
+            "engine/restarts": float(c.faults.engine_restarts),
+            **curriculum_metrics,
+        }
+        return result, metrics
+
+    return asyncio.ensure_future(collect())
+
+
+def trainable(result: RolloutResult, keep_fraction: float = 1.0) -> tuple[list[Trajectory], dict[str, float]]:
+    """The trajectories to train on: every member of the complete groups (failed attempts are not in groups),
+    or with ``keep_fraction`` < 1 of the groups whose returns vary most (``algo.filter_groups``,
+    :func:`trainer.algos.select_groups_by_std`); returns them and ``filter/*`` metrics."""
+    from trainer.algos import select_groups_by_std
+
+    groups = [[t for t in group if t.trainable] for group in result.groups]
+    groups = [group for group in groups if group]
+    if keep_fraction >= 1.0 or not groups:
+        return [t for group in groups for t in group], {}
+    kept = select_groups_by_std([[t.episode_return for t in group] for group in groups], keep_fraction)
+    return [t for i in kept for t in groups[i]], {
+        "filter/kept_groups": float(len(kept)),
+        "filter/groups": float(len(groups)),
+    }
+
+
+def episode_metrics(result: RolloutResult) -> dict[str, float]:
+    """reward/*, episode/* over the step's complete episodes (empty when every group was dropped).
+
+    The same definitions as ``python -m agents.eval``'s table (:func:`agents.eval.summarize`), plus
+    ``env/<name>``: the mean of every numeric metric the episodes' ``Trajectory.metrics`` hold (their
+    env's last ``info["metrics"]``), over the episodes that report it.
+    """
+    import statistics
+
+    from agents.eval import summarize
+
+    episodes = result.trajectories
+    if not episodes:
+        return {}
+    returns = [t.episode_return for t in episodes]
+    summary = summarize(episodes)
+    n = summary.episodes
+    ended = {"truncated": summary.truncated, "max_tokens": summary.max_tokens}
+    ended["terminated"] = n - summary.truncated - summary.max_tokens - summary.errors
+    return {
+        "reward/mean": summary.mean_return,
+        "reward/std": statistics.pstdev(returns),
+        "reward/max": max(returns),
+        "reward/min": min(returns),
+        "reward/success_rate": summary.success_rate,
+        "episode/turns": summary.mean_turns,
+        "episode/response_tokens": summary.mean_sampled_tokens,
+        "episode/total_tokens": summary.mean_total_tokens,
+        "episode/invalid_action_rate": summary.invalid_action_rate,
+        "episode/count": float(n),
+        **{f"episode/{kind}_fraction": ended[kind] / n for kind in ("terminated", "truncated", "max_tokens")},
+        **_env_metric_means(episodes),
+    }
+
+
+def _env_metric_means(episodes: list[Any]) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for episode in episodes:
+        for name, value in episode.metrics.items():
+            if isinstance(value, (int, float)):
+                values.setdefault(name, []).append(float(value))
+    return {f"env/{name}": sum(found) / len(found) for name, found in sorted(values.items())}
+
+
+def timing_metrics(metrics: dict[str, Any], started: float, train_started: float) -> dict[str, float]:
+    step_s = time.perf_counter() - started
+    train_s = time.perf_counter() - train_started
+    sampled = metrics.get("episode/response_tokens", 0.0) * metrics.get("episode/count", 0.0)
+    out = {
+        "time/step_s": step_s,
+        "time/train_s": train_s,
+        "throughput/tokens_per_s": sampled / metrics["time/rollout_s"] if metrics.get("time/rollout_s") else 0.0,
+        "throughput/learner_tokens_per_s": metrics.get("train/tokens", 0.0) / train_s if train_s > 0 else 0.0,
+    }
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- scoring
@@ -283,3 +432,19 @@ def _mean_stats(stats: list[dict[str, float]]) -> dict[str, float]:
     out = {name: statistics.fmean(s[name] for s in stats) for name in stats[0] if name != "tokens"}
     out["tokens"] = sum(s["tokens"] for s in stats)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- checkpoint
+async def save_checkpoint(config: TrainConfig, c: Components, step: int, policy_version: int) -> Path:
+    """Write step ``step``'s checkpoint (layout: ``trainer.checkpoint``), then prune old ones."""
+    directory = checkpoint_dir(c.run_dir, step)
+    directory.mkdir(parents=True, exist_ok=True)
+    await c.learner.actor.save_checkpoint(directory / "actor")
+    if c.learner.critic is not None:
+        await c.learner.critic.save_checkpoint(directory / "critic")
+    await c.learner.actor.save_pretrained(directory / "policy", c.learner.spec.actor.model)
+    ceiling = None if c.curriculum is None else c.curriculum.ceiling
+    TrainerState(step=step, policy_version=policy_version, curriculum_ceiling=ceiling).save(directory)
+    mark_complete(directory)
+    prune_checkpoints(c.run_dir, config.trainer.keep_checkpoints)
+    return directory

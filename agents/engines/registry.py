@@ -1,7 +1,7 @@
 """The engine table: one row per inference engine, read by every command that builds one.
 
 ``agents.play``, ``agents.eval`` (:func:`agents.policy.make_policy`) and ``trainer.run``
-(``trainer.run_setup``, ``trainer.config``) take their choices, checks and constructors from
+(``trainer.run_plan``, ``trainer.components``, ``trainer.config``) take their choices, checks and constructors from
 :data:`ENGINE_KINDS`, so an engine is added by writing its module and one row here::
 
     EngineKind(

@@ -6,7 +6,7 @@ import pytest
 
 from agents.trajectory import Trajectory
 from trainer.rollout_records import RolloutResult
-from trainer.run_setup import episode_metrics
+from trainer.train_step import episode_metrics
 
 
 def episode(episode_return: float, metrics: dict) -> Trajectory:

@@ -31,7 +31,7 @@ from trainer.batch import TrainBatch
 from trainer.learner import WorkerGroup
 from trainer.learner_specs import OptimizerSpec, WorkerSpec
 from trainer.learner_worker import shared_prefix_length
-from trainer.rollout import import_ray, init_ray
+from trainer.ray_cluster import import_ray, init_ray
 
 pytestmark = pytest.mark.ray
 

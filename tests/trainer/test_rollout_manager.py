@@ -18,7 +18,8 @@ from agents.engines.base import SamplingParams
 from agents.engines.registry import EngineSpec
 from agents.episode import EpisodeLimits
 from trainer.engine_actor import EngineClient, launch_engine_actor
-from trainer.rollout import GroupRequest, RolloutConfig, RolloutManager, group_requests, init_ray
+from trainer.ray_cluster import init_ray
+from trainer.rollout import GroupRequest, RolloutConfig, RolloutManager, group_requests
 from trainer.rollout_records import METRIC_NAMES
 from trainer.rollout_worker import ChatRendererFactory
 

@@ -14,7 +14,7 @@ from agents.engines.base import SamplingParams
 from agents.episode import EpisodeLimits, EpisodeSpec
 from envs.registry import UnknownEnvironmentError
 from trainer.engine_actor import EngineHost
-from trainer.rollout import default_object_store_bytes, import_ray
+from trainer.ray_cluster import default_object_store_bytes, import_ray
 from trainer.rollout_records import GroupRequest, RolloutConfig, group_requests
 from trainer.rollout_worker import EnvWorker, is_step_timeout
 

@@ -6,6 +6,7 @@ from trainer.seeds import (
     curriculum_draw_seed,
     evaluation_sampling_seed,
     rollout_sampling_seed,
+    sft_shuffle_seed,
     training_level_seed,
     training_level_seeds,
     training_seed_range,
@@ -34,3 +35,8 @@ def test_evaluation_sampling_seed():
     # base * 1_000_003 + 999_983: 0 -> 999_983; 3 -> 3_000_009 + 999_983 = 3_999_992.
     assert evaluation_sampling_seed(0) == 999_983
     assert evaluation_sampling_seed(3) == 3_999_992
+
+
+def test_sft_shuffle_seed():
+    # base * 1_000_003 + 17: 0 -> 17; 2 -> 2_000_023 (the number trainer.sft used before it had a name).
+    assert sft_shuffle_seed(0) == 17 and sft_shuffle_seed(2) == 2_000_023

@@ -19,7 +19,7 @@ from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
 from agents.models import load_tokenizer, tiny_model_path
 from agents.trajectory import Trajectory, write_trajectories
 from trainer.config import compose_train_config, to_train_config
-from trainer.rollout import init_ray
+from trainer.ray_cluster import init_ray
 from trainer.sft import USAGE, main, warm_up
 from trainer.sft_data import TrajectoryFilter, file_trajectories, oracle_trajectories
 

@@ -17,7 +17,7 @@ from agents.config import UsageError
 from trainer.config import compose_train_config, to_train_config
 from trainer.metrics import read_metrics
 from trainer.preflight import preflight
-from trainer.rollout import init_ray
+from trainer.ray_cluster import init_ray
 from trainer.run import train
 
 pytestmark = pytest.mark.ray

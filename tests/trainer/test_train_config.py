@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,6 @@ from trainer.config import (
     ADVANTAGE_ESTIMATORS,
     TrainConfig,
     compose_train_config,
-    lora_bf16_caution,
-    mixed_precision,
     to_train_config,
 )
 
@@ -339,31 +336,6 @@ def test_gpu_settings_against_the_visible_device_count(monkeypatch):
     assert "need CUDA" in usage_error("engine=sglang", "engine.launch=true")
 
 
-def test_precision_auto_is_bf16_mixed_on_a_bf16_gpu_without_lora_and_float32_elsewhere(monkeypatch):
-    assert not mixed_precision(train_config())  # the CPU default
-    assert mixed_precision(train_config("trainer.precision=bf16-mixed"))  # asked for, also on CPU
-    monkeypatch.setattr(trainer.config, "_cuda_devices", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
-    full = ("trainer.n_gpus=1", "model.lora_rank=0")
-    assert mixed_precision(train_config(*full))
-    assert not mixed_precision(train_config(*full, "trainer.precision=float32"))
-    # LoRA adapters (the embedded model's default): a bf16 forward would hide part of their change
-    assert not mixed_precision(train_config("trainer.n_gpus=1"))
-    assert mixed_precision(train_config("trainer.n_gpus=1"), lora_rank=0)  # the warm-up, which trains every weight
-    assert mixed_precision(train_config("trainer.n_gpus=1", "trainer.precision=bf16-mixed"))  # asked for
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
-    assert not mixed_precision(train_config(*full))
-
-
-def test_bf16_with_lora_is_allowed_with_one_warning_line():
-    assert lora_bf16_caution(train_config()) is None  # LoRA in float32
-    assert lora_bf16_caution(train_config("trainer.precision=bf16-mixed", "model.lora_rank=0")) is None
-    caution = lora_bf16_caution(train_config("trainer.precision=bf16-mixed"))
-    assert "\n" not in caution
-    assert "trainer.precision=float32" in caution and "model.lora_rank=0" in caution
-
-
 def test_resume_needs_a_complete_checkpoint(tmp_path):
     assert f"{tmp_path} has no checkpoint" in usage_error(f"trainer.run_dir={tmp_path}", "trainer.resume=true")
     _checkpoint(tmp_path, 10)  # no COMPLETE marker: a run killed while saving
@@ -420,47 +392,3 @@ def test_mini_batches_fit_the_episodes_of_a_step(grpo_cfg, groups, group_size, m
     else:
         with pytest.raises(UsageError, match=f"exceeds the {groups * group_size} episodes of a step"):
             to_train_config(cfg)
-
-
-@pytest.mark.parametrize(
-    ("overrides", "shared"),
-    [
-        ([], False),  # tiny trains every weight: auto keeps a critic model
-        (["model.lora_rank=4"], True),  # with LoRA adapters auto puts the head on the actor
-        (["model.lora_rank=4", "algo.critic_model=separate"], False),
-        (["algo.critic_model=shared"], True),
-        (["algo=grpo", "model.lora_rank=4"], False),  # no critic at all
-    ],
-)
-def test_the_critic_model_decides_which_roles_start(overrides, shared):
-    from trainer.run_setup import _learner_spec, _roles
-
-    config = to_train_config(compose_train_config(["env=sokoban", "model=tiny", *overrides]))
-    assert trainer.config.shared_critic(config) == shared
-    spec = _learner_spec(config, str(tiny_model_path()))
-    if shared:  # the head trains at the critic's learning rate, on the actor: no critic model
-        assert spec.critic is None and spec.actor.value_head.lr == config.model.critic_lr
-        assert _roles(config).startswith("actor with the value head, reference")
-    else:
-        assert spec.actor.value_head is None
-        assert (spec.critic is not None) == config.algo.critic
-        assert _roles(config).startswith("actor, critic" if config.algo.critic else "actor, reference")
-
-
-@pytest.mark.parametrize(
-    ("overrides", "models"),
-    [
-        ([], 3),  # tiny trains every weight: actor, critic and reference models
-        (["model.lora_rank=4"], 1),  # the head and the reference (adapters off) live on the actor
-        (["model.lora_rank=4", "algo.critic_model=separate"], 2),
-        (["algo=grpo"], 2),  # actor and reference
-        (["algo=grpo", "algo.reference=false", "algo.kl_coef=0"], 1),
-    ],
-)
-def test_ray_gets_a_logical_cpu_per_learner_model(overrides, models, monkeypatch):
-    from trainer import run_setup
-
-    monkeypatch.setattr(run_setup.os, "cpu_count", lambda: 1)
-    config = to_train_config(compose_train_config(["env=sokoban", "model=tiny", *overrides]))
-    # engine 1 + models x 1 rank x 1 CPU + 2 environment actors x 0.25 + 2 for the driver and Ray, rounded up
-    assert run_setup._logical_cpus(config) == math.ceil(1 + models + 0.5 + 2)

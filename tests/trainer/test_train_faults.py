@@ -100,7 +100,7 @@ def test_an_engine_restart_is_counted_and_said(capsys):
 
 
 def test_start_up_lines_show_only_with_progress_and_the_console_goes_away_after_the_run(capsys):
-    log = logging.getLogger("trainer.run_setup")
+    log = logging.getLogger("trainer.run")
     with run_console(verbose=True):
         log.info("starting Ray (local, 8 logical CPUs)")
     with run_console(verbose=False):

@@ -95,7 +95,7 @@ def test_the_group_filter_trains_the_groups_whose_returns_vary_most():
 
     from agents.trajectory import Trajectory
     from trainer.rollout_records import RolloutResult
-    from trainer.run_setup import trainable
+    from trainer.train_step import trainable
 
     def episode(group: int, ret: float, termination: str = "terminated") -> Trajectory:
         return Trajectory(

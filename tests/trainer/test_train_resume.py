@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load_file
 
 from trainer.metrics import read_metrics
-from trainer.rollout import init_ray
+from trainer.ray_cluster import init_ray
 
 pytestmark = pytest.mark.ray
 

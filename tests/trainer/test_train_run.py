@@ -27,7 +27,7 @@ from agents.models import tiny_model_path
 from trainer.config import compose_train_config, to_train_config
 from trainer.faults import RunFailedError
 from trainer.metrics import read_metrics
-from trainer.rollout import init_ray
+from trainer.ray_cluster import init_ray
 from trainer.run import train
 
 pytestmark = pytest.mark.ray
@@ -167,10 +167,12 @@ def test_warm_up_then_rl_with_held_out_evaluation(tmp_path):
     assert (run_dir / "learning_curves.png").is_file()
 
 
-def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
+def learnable_run(tmp_path, algo: str) -> tuple[list[dict], float, float]:
+    """Ten steps of ``algo`` on the learnable environment at a high learning rate: the records, and the mean reward
+    of the first two and of the last two steps."""
     config = config_for(
         tmp_path,
-        "algo=grpo",
+        f"algo={algo}",
         "algo.group_size=8",
         "algo.kl_coef=0",
         "model.lr=3e-2",
@@ -183,6 +185,11 @@ def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
     records = read_metrics(train(config, setup=learnable_env.register))
     first = sum(r["reward/mean"] for r in records[:2]) / 2
     last = sum(r["reward/mean"] for r in records[-2:]) / 2
+    return records, first, last
+
+
+def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
+    records, first, last = learnable_run(tmp_path, "grpo")
     # A random tiny model writes ~14% digits (0.14 per turn, 2 turns). Measured at temperature 0.7 (the default):
     # 0.136 0.158 0.183 0.231 0.255 0.316 0.512 0.764 1.102 1.727 (of 2.0): first two 0.15, last two 1.41.
     assert last > first + 0.8, [round(r["reward/mean"], 3) for r in records]
@@ -197,21 +204,7 @@ def test_grpo_reward_rises_on_a_learnable_environment(tmp_path):
 def test_the_other_policy_losses_raise_the_reward_too(tmp_path, algo):
     """The same run as GRPO's above through the policy-loss table's other rows: GSPO's sequence ratio (the paper's
     clip range, 3e-4/4e-4, seq-mean-token-mean) and CISPO's clipped, detached weight."""
-    config = config_for(
-        tmp_path,
-        f"algo={algo}",
-        "algo.group_size=8",
-        "model.lr=3e-2",
-        "trainer.total_steps=10",
-        "trainer.groups_per_step=4",
-        "trainer.checkpoint_every=0",
-        "trainer.sample_every=0",
-        "logging.plot=false",
-    )
-    assert config.algo.policy_loss == algo
-    records = read_metrics(train(config, setup=learnable_env.register))
-    first = sum(r["reward/mean"] for r in records[:2]) / 2
-    last = sum(r["reward/mean"] for r in records[-2:]) / 2
+    records, first, last = learnable_run(tmp_path, algo)
     assert last > first + 0.8, [round(r["reward/mean"], 3) for r in records]
     assert all(math.isfinite(r["actor/policy_loss"]) and 0 <= r["actor/clipfrac"] <= 1 for r in records)
 

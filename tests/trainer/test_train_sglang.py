@@ -22,7 +22,7 @@ import ray
 from agents.models import tiny_model_path
 from trainer.config import compose_train_config, to_train_config
 from trainer.metrics import read_metrics
-from trainer.rollout import init_ray
+from trainer.ray_cluster import init_ray
 from trainer.run import train
 
 pytestmark = pytest.mark.ray

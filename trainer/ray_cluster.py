@@ -1,0 +1,64 @@
+"""Starting Ray, or joining a cluster: the one place the trainer imports Ray from.
+
+init_ray()                                   # a local Ray sized for this machine, dashboard off
+init_ray("ray://head:10001")                 # or join a running cluster (trainer.ray_address)
+ray = import_ray()                           # Ray itself, or an ImportError naming the install
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+__all__ = ["default_object_store_bytes", "import_ray", "init_ray"]
+
+RAY_INSTALL_HINT = 'pip install "turngym[ray]"'
+SMALL_MACHINE_BYTES = 64 * 1024**3
+SMALL_MACHINE_OBJECT_STORE_BYTES = 256 * 1024**2
+
+
+def import_ray() -> Any:
+    """Import Ray, or raise an ImportError that says how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(f"rollout runs environments in Ray actors; install Ray with: {RAY_INSTALL_HINT}") from exc
+    return ray
+
+
+def default_object_store_bytes() -> int | None:
+    """256 MiB on machines with less than 64 GiB of memory, else ``None`` (Ray's own default, 30% of memory)."""
+    import os
+
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return SMALL_MACHINE_OBJECT_STORE_BYTES if total < SMALL_MACHINE_BYTES else None
+
+
+def init_ray(
+    address: str | None = None,
+    *,
+    num_cpus: int | None = None,
+    object_store_memory: int | str | None = "auto",
+    log_to_driver: bool = True,
+) -> None:
+    """Start a local Ray (``address=None``) or join the cluster at ``address``; a no-op if Ray is running.
+
+    Locally: the dashboard is off, Ray's own logging is limited to warnings, and the object store is
+    capped (``"auto"``: :func:`default_object_store_bytes`; the trajectories of one collect take a
+    few MB, weights sent through :class:`~trainer.engine_actor.EngineClient` take their full size).
+    When joining a cluster, ``num_cpus`` and ``object_store_memory`` belong to the cluster and are ignored.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": log_to_driver}
+    if address is not None:
+        ray.init(address=address, **quiet)
+        return
+    if object_store_memory == "auto":
+        object_store_memory = default_object_store_bytes()
+    # Ray starts its workers at nice 15; here the workers (engine, learner, environments) are the whole job,
+    # and at nice 15 any other process on a small machine starves them.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    ray.init(num_cpus=num_cpus, object_store_memory=object_store_memory, include_dashboard=False, **quiet)
