@@ -7,8 +7,13 @@ exits with :data:`USAGE_EXIT`:
     turngym: error: environment 'sokoban' does not accept 'dimm' (did you mean 'dim'?); ...
 
 A run that started and then could not go on (every group failing, a model that does not load)
-prints the same kind of line and exits with :data:`FAILURE_EXIT`. Warnings read
-``turngym: warning: ...``. Messages spread over several lines are joined into one.
+prints the same kind of line and exits with :data:`FAILURE_EXIT`. A command stopped by SIGTERM (``kill``, a
+scheduler ending the job) or Ctrl-C closes what it started and exits with ``128 +`` the signal number (143,
+130) after one line:
+
+    turngym: error: stopped by SIGTERM
+
+Warnings read ``turngym: warning: ...``. Messages spread over several lines are joined into one.
 
 This module imports nothing heavy, so ``--help`` is instant: each command composes its config (Hydra) only
 after the arguments are read.
@@ -16,9 +21,12 @@ after the arguments are read.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -28,10 +36,14 @@ __all__ = [
     "FAILURE_EXIT",
     "USAGE_EXIT",
     "WARNING_PREFIX",
+    "SignalStop",
     "UsageError",
     "one_line",
     "print_error",
     "run_command",
+    "sigterm_interrupts",
+    "sigterm_reclaimed",
+    "stopped_line",
 ]
 
 ERROR_PREFIX = "turngym: error: "
@@ -39,6 +51,7 @@ WARNING_PREFIX = "turngym: warning: "
 USAGE_EXIT = 2  # a usage or configuration error, found before the work started
 FAILURE_EXIT = 1  # the work started and failed
 CONFIG_FLAG = "--cfg"  # print the composed config and exit
+SIGNAL_EXIT_BASE = 128  # a command stopped by signal N exits with 128 + N, as a shell reports it
 
 
 class UsageError(Exception):
@@ -62,6 +75,74 @@ def print_error(message: object, exit_code: int = USAGE_EXIT) -> int:
     return exit_code
 
 
+class SignalStop:
+    """The SIGTERM handler of :func:`sigterm_interrupts`: raises ``KeyboardInterrupt(signum)`` and remembers
+    ``signum``, so that a command whose work caught the interrupt (``agents.play`` ends its episode as ``:q``
+    would) still exits as stopped."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None  # the signal that arrived, None until one did
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        self.signum = signum
+        raise KeyboardInterrupt(signum)
+
+
+_active_stops: list[SignalStop] = []  # the sigterm_interrupts blocks open in the main thread, innermost last
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[SignalStop]:
+    """While open, SIGTERM raises ``KeyboardInterrupt(signal.SIGTERM)`` in the main thread, as Ctrl-C raises
+    ``KeyboardInterrupt``: ``finally`` blocks and ``with`` statements close what was started on the way out.
+
+    Without it SIGTERM ends Python at once (nothing closed), and once Ray is up in the process Ray's own handler
+    aborts it with a stack dump (exit 134). Starting Ray replaces this handler: start it inside
+    :func:`sigterm_reclaimed`, which installs it again. Python runs signal handlers in the main thread only, so
+    elsewhere this does nothing.
+    """
+    stop = SignalStop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = signal.signal(signal.SIGTERM, stop)
+    _active_stops.append(stop)
+    try:
+        yield stop
+    finally:
+        _active_stops.remove(stop)
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def sigterm_reclaimed() -> Iterator[None]:
+    """Around code that installs SIGTERM handlers of its own (starting Ray: one calls ``sys.exit(15)``, one kills
+    Ray's processes and calls ``sys.exit(1)``, and Ray's C++ one aborts): the innermost open
+    :func:`sigterm_interrupts` handler is installed again on the way out, and a ``SystemExit`` raised inside
+    (such a handler stopping the process) becomes ``KeyboardInterrupt(signal.SIGTERM)``. Outside such a block,
+    or off the main thread, it changes nothing."""
+    reclaim = bool(_active_stops) and threading.current_thread() is threading.main_thread()
+    try:
+        yield
+    except SystemExit as exc:
+        if not reclaim:
+            raise
+        _active_stops[-1].signum = signal.SIGTERM
+        raise KeyboardInterrupt(signal.SIGTERM) from exc
+    finally:
+        if reclaim:
+            signal.signal(signal.SIGTERM, _active_stops[-1])
+
+
+def stopped_line(signum: int, hint: str = "") -> str:
+    """``stopped by SIGTERM`` (the signal's name), with ``; <hint>`` when given."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return f"stopped by {name}" + (f"; {hint}" if hint else "")
+
+
 def run_command(
     usage: str,
     compose: Callable[[list[str]], DictConfig],
@@ -71,6 +152,7 @@ def run_command(
     usage_errors: tuple[type[Exception], ...] = (),
     failures: tuple[type[Exception], ...] = (),
     modes: Mapping[str, Callable[[list[str]], int]] | None = None,
+    stopped_hint: str = "",
 ) -> int:
     """Run a command on ``argv`` (default ``sys.argv[1:]``) and return its exit code.
 
@@ -86,7 +168,9 @@ def run_command(
 
     A :class:`UsageError` or one of ``usage_errors`` raised by ``compose`` or ``work`` prints one error line
     and returns :data:`USAGE_EXIT`; one of ``failures`` prints one line and returns :data:`FAILURE_EXIT`.
-    Other exceptions propagate.
+    Steps 4 and 5 run inside :func:`sigterm_interrupts`: SIGTERM or Ctrl-C (``KeyboardInterrupt``) prints
+    ``stopped by SIGTERM`` (or ``SIGINT``; then ``; <stopped_hint>`` when given) and returns ``128 +`` the signal
+    number, also when ``work`` caught the interrupt and returned. Other exceptions propagate.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     modes = modes or {}
@@ -100,18 +184,25 @@ def run_command(
     flags = [a for a in overrides if a.startswith("-")]
     if flags:
         return print_error(f"unknown flag {flags[0]!r}; flags are {_and_list(['--help', CONFIG_FLAG, *modes])}")
-    try:
-        config = compose(overrides)
-        if print_config:
-            from omegaconf import OmegaConf
+    with sigterm_interrupts() as stop:
+        try:
+            config = compose(overrides)
+            if print_config:
+                from omegaconf import OmegaConf
 
-            sys.stdout.write(OmegaConf.to_yaml(config))
-            return 0
-        return work(config)
-    except (UsageError, *usage_errors) as exc:
-        return print_error(exc)
-    except failures as exc:
-        return print_error(exc, FAILURE_EXIT)
+                sys.stdout.write(OmegaConf.to_yaml(config))
+                return 0
+            code = work(config)
+        except (UsageError, *usage_errors) as exc:
+            return print_error(exc)
+        except failures as exc:
+            return print_error(exc, FAILURE_EXIT)
+        except KeyboardInterrupt as exc:
+            signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
+            return print_error(stopped_line(signum, stopped_hint), SIGNAL_EXIT_BASE + signum)
+    if stop.signum is not None:  # the work caught the interrupt and finished early
+        return print_error(stopped_line(stop.signum, stopped_hint), SIGNAL_EXIT_BASE + stop.signum)
+    return code
 
 
 def _and_list(words: list[str]) -> str:

@@ -83,30 +83,52 @@ class Components:
             log.warning("no learning-curve plot: %s", exc)
 
     async def close(self) -> None:
-        for close in reversed(self.closers):
-            try:
-                result = close()
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception as exc:  # closing the rest matters more than one failure here
-                log.warning("while closing the run: %s", exc)
+        await _close_in_reverse(self.closers)
+
+
+async def _close_in_reverse(closers: list[Callable[[], Any]]) -> None:
+    """Call each closer, last started first, awaiting those that return a coroutine."""
+    for close in reversed(closers):
+        try:
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception as exc:  # closing the rest matters more than one failure here
+            log.warning("while closing the run: %s", exc)
 
 
 # ---------------------------------------------------------------------------------------------- start-up
 async def build_components(config: TrainConfig, setup: Callable[[], None] | None = None) -> Components:
-    """Start everything a run needs (see the module docstring)."""
+    """Start everything a run needs (see the module docstring).
+
+    If a part fails to start, or SIGTERM or Ctrl-C stops the start-up, what was started is closed, last first,
+    before the exception goes on.
+    """
+    closers: list[Callable[[], Any]] = []  # each part's closer, appended as it starts
+    try:
+        return await _start_components(config, setup, closers)
+    except BaseException:
+        await _close_in_reverse(closers)
+        raise
+
+
+async def _start_components(
+    config: TrainConfig, setup: Callable[[], None] | None, closers: list[Callable[[], Any]]
+) -> Components:
+    from agents.cli import sigterm_reclaimed
     from agents.models import load_tokenizer, resolve_model
     from trainer.progress import ProgressDisplay
     from trainer.sft import sft_applies, warm_up
 
     started = time.perf_counter()
     run_dir, resume_from = _prepare_run_dir(config)
-    closers: list[Callable[[], Any]] = [open_run_log(run_dir)]
+    closers.append(open_run_log(run_dir))
     log.info("run directory %s; preparing the model %s", run_dir, config.model.name)
     model_path = resolve_model(config.model.name)
     plan = plan_run(config, model_path)
     log.info("starting Ray (%s)", config.trainer.ray_address or f"local, {plan.ray_cpus} logical CPUs")
-    init_ray(config.trainer.ray_address, num_cpus=plan.ray_cpus, object_store_memory=plan.object_store_bytes)
+    with sigterm_reclaimed():  # Ray's start installs SIGTERM handlers that exit or abort
+        init_ray(config.trainer.ray_address, num_cpus=plan.ray_cpus, object_store_memory=plan.object_store_bytes)
     warmup_metrics: dict[str, float] = {}
     if sft_applies(config):
         result = await warm_up(config, model_path, run_dir / "warmup", say=log.info)

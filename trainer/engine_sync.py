@@ -2,7 +2,9 @@
 
 Ray restarts a dead ``hf`` engine actor (``engine.max_restarts``) with the weights it was built with: before
 each rollout the loop checks the engine's policy version and gives it the learner's weights again if it lost
-them (:func:`engine_in_sync`), and every call that reaches the engine waits out a restart in progress.
+them (:func:`engine_in_sync`), and every call that reaches the engine waits out a restart in progress. An engine
+actor that died with no restarts left stops the run with :class:`~trainer.faults.RunFailedError`: one line naming
+``engine.max_restarts`` and where Ray's logs are.
 """
 
 from __future__ import annotations
@@ -42,29 +44,48 @@ async def engine_in_sync(c: Components, policy_version: int) -> Any:
 
 async def watch_engine(c: Components) -> None:
     """Count a restart of the engine since the last look (:meth:`trainer.faults.FaultWatch.engine_instance`)."""
-    c.faults.engine_instance(await _while_restarting(c.engine.instance_async))
+    c.faults.engine_instance(await _while_restarting(c.engine.instance_async, c.engine))
 
 
 async def sync_engine(c: Components, policy_version: int) -> None:
     """Give the engine the actor's weights as ``policy_version`` (waiting out an engine actor's restart)."""
-    await _while_restarting(lambda: c.learner.sync_weights(c.engine, policy_version, c.run_dir / "engine_weights"))
+    await _while_restarting(
+        lambda: c.learner.sync_weights(c.engine, policy_version, c.run_dir / "engine_weights"), c.engine
+    )
 
 
 async def engine_stats(engine: Engine) -> Any:
     """The engine's counters (a restarting engine actor is waited for)."""
-    return await _while_restarting(engine.stats_async)
+    return await _while_restarting(engine.stats_async, engine)
 
 
-async def _while_restarting(call: Callable[[], Any], timeout_s: float = 300.0) -> Any:
-    """``await call()``, again every half second while the actor it reaches is being restarted by Ray."""
+async def _while_restarting(call: Callable[[], Any], engine: Engine, timeout_s: float = 300.0) -> Any:
+    """``await call()``, again every half second while the actor it reaches is being restarted by Ray.
+
+    Raises :class:`~trainer.faults.RunFailedError` if ``engine``'s actor is dead for good (Ray restarts it no more).
+    """
+    from trainer.faults import RunFailedError, engine_died_message
     from trainer.rollout import import_ray
 
-    unavailable = import_ray().exceptions.ActorUnavailableError
+    exceptions = import_ray().exceptions
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return await call()
-        except unavailable:
+        except exceptions.ActorUnavailableError:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.5)
+        except exceptions.ActorDiedError as exc:
+            if not _is_actor_of(exc, engine):  # another actor (a learner rank): not the engine's fault
+                raise
+            raise RunFailedError(engine_died_message()) from exc
+
+
+def _is_actor_of(error: Any, engine: Engine) -> bool:
+    """Whether ``error`` (a Ray actor error) comes from ``engine``'s actor; True when the actor is not known."""
+    handle = getattr(engine, "handle", None)  # an EngineClient's actor handle
+    actor_id = getattr(handle, "_ray_actor_id", None)
+    if actor_id is None or getattr(error, "actor_id", None) is None:
+        return True
+    return error.actor_id == actor_id.hex()

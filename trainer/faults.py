@@ -12,6 +12,7 @@ and whenever it reads the engine's counters.
 * Ray restarts a dead ``hf`` engine actor (``engine.max_restarts``); each restart built a new
   engine with a new instance id. :meth:`FaultWatch.engine_instance` counts the changes
   (``engine/restarts`` in the metrics, cumulative over this process) and logs a warning for each.
+  Once they are used up, a dead engine stops the run: :func:`engine_died_message` is its one line.
 """
 
 from __future__ import annotations
@@ -23,16 +24,25 @@ from pathlib import Path
 from agents.cli import one_line
 from trainer.rollout_records import RolloutResult
 
-__all__ = ["FaultWatch", "RunFailedError", "dropped_group_errors"]
+__all__ = ["FaultWatch", "RunFailedError", "dropped_group_errors", "engine_died_message"]
 
 log = logging.getLogger("trainer.faults")
 
 DEADLINE_ERROR = "the collect deadline passed first (rollout.collect_timeout_s)"
+RAY_LOGS = "/tmp/ray/session_latest/logs"  # a local Ray's logs; each worker's output and why it died
 GROUPS_SHOWN = 4
 
 
 class RunFailedError(RuntimeError):
     """The run cannot go on; the message is one line saying why (``trainer.run`` prints it and exits 1)."""
+
+
+def engine_died_message() -> str:
+    """Why a run stops when its engine actor died and Ray restarts it no more."""
+    return (
+        "the engine actor died and Ray restarts it no more (engine.max_restarts used up; raise it to survive more "
+        f"deaths); why it died (out of memory?) is in the Ray logs in {RAY_LOGS}"
+    )
 
 
 def dropped_group_errors(result: RolloutResult) -> dict[str, str]:
@@ -81,9 +91,10 @@ class FaultWatch:
         allowed = f" of at most engine.max_restarts={self.max_engine_restarts}" if self.max_engine_restarts else ""
         log.warning(
             "the engine actor died and Ray restarted it (restart %d%s; out of memory? see the Ray logs in "
-            "/tmp/ray/session_latest/logs); it gets the learner's weights again",
+            "%s); it gets the learner's weights again",
             self.engine_restarts,
             allowed,
+            RAY_LOGS,
         )
         return True
 

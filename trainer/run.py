@@ -14,14 +14,11 @@ before step k, and is trained one step later with the importance-sampling correc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["PLOT_EVERY", "USAGE", "main", "train"]
 
 PLOT_EVERY = 2  # steps between rewrites of learning_curves.png
+STOPPED_HINT = "continue from the last checkpoint with trainer.resume=true"
 log = logging.getLogger("trainer.run")
 
 USAGE = """\
@@ -71,12 +69,12 @@ Examples:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m trainer.run``; returns the exit code.
 
-    The preamble is :func:`agents.cli.run_command`'s; a run that stops early exits 1, one stopped by a signal
-    ``128 + the signal number``.
+    The preamble is :func:`agents.cli.run_command`'s; a run that stops early exits 1, one stopped by SIGTERM or
+    Ctrl-C, at any point, closes what it started and exits ``128 + the signal number``.
     """
     from agents.cli import run_command
 
-    return run_command(USAGE, _compose, _train_and_report, argv)
+    return run_command(USAGE, _compose, _train_and_report, argv, stopped_hint=STOPPED_HINT)
 
 
 def _compose(overrides: list[str]) -> DictConfig:
@@ -86,7 +84,8 @@ def _compose(overrides: list[str]) -> DictConfig:
 
 
 def _train_and_report(cfg: DictConfig) -> int:
-    """Train to the last step and print the run directory; a failure or a stop is one error line."""
+    """Train to the last step and print the run directory; a failure is one error line (a stop is
+    :func:`agents.cli.run_command`'s)."""
     from agents.cli import FAILURE_EXIT, print_error
     from trainer.config import to_train_config
     from trainer.faults import RunFailedError
@@ -95,10 +94,6 @@ def _train_and_report(cfg: DictConfig) -> int:
         run_dir = train(to_train_config(cfg))
     except RunFailedError as exc:
         return print_error(exc, FAILURE_EXIT)
-    except KeyboardInterrupt as exc:
-        signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
-        stopped = f"stopped by {signal.Signals(signum).name}"
-        return print_error(f"{stopped}; continue from the last checkpoint with trainer.resume=true", 128 + signum)
     print(f"run directory: {run_dir}")
     return 0
 
@@ -108,11 +103,16 @@ def train(config: TrainConfig, *, setup: Callable[[], None] | None = None) -> Pa
 
     Raises :class:`~agents.config.UsageError` before anything heavy starts if the run cannot work
     (:func:`trainer.preflight.preflight`), :class:`trainer.faults.RunFailedError` if it stops early.
+    SIGTERM (``kill``, a scheduler ending the job), at any point, stops the run the way Ctrl-C does: a
+    ``KeyboardInterrupt`` (its argument the signal number) unwinds it, closing what was started (the engine,
+    the learner, the environment actors; Ray's processes end with this process), instead of Ray's handler
+    aborting the process with a stack dump (exit 134) with nothing closed.
     """
+    from agents.cli import sigterm_interrupts
     from trainer.console import run_console
     from trainer.preflight import preflight
 
-    with run_console(config.trainer.progress):
+    with run_console(config.trainer.progress), sigterm_interrupts():
         preflight(config, setup)
         return asyncio.run(_train(config, setup))
 
@@ -120,10 +120,9 @@ def train(config: TrainConfig, *, setup: Callable[[], None] | None = None) -> Pa
 async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
     from trainer.components import build_components
 
-    components = await build_components(config, setup)
+    components = await build_components(config, setup)  # closes what it started if it fails or is stopped
     try:
-        with _sigterm_stops_the_run():
-            await train_loop(config, components)
+        await train_loop(config, components)
     finally:
         await components.close()
     return components.run_dir
@@ -137,27 +136,6 @@ async def _drop_evaluation_prefixes(c: Components) -> None:
 
     if isinstance(c.engine, DropsPrefixCache):
         await c.engine.drop_prefix_cache()
-
-
-@contextlib.contextmanager
-def _sigterm_stops_the_run() -> Iterator[None]:
-    """SIGTERM (``kill``, a scheduler ending the job) stops the run the way Ctrl-C does: ``KeyboardInterrupt``
-    (its argument the signal number) unwinds the loop, the engine, the learner and the environment actors are
-    closed and Ray shuts down. Without it Ray's handler in the driver aborts the process with a stack dump
-    (exit 134) and nothing is closed. Set once Ray is up (its start installs that handler); Python runs signal
-    handlers in the main thread only, so elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 async def train_loop(config: TrainConfig, c: Components) -> None:

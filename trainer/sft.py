@@ -226,7 +226,8 @@ async def warm_up(config: TrainConfig, model_path: str, directory: Path, say=pri
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m trainer.sft``; returns the exit code (the preamble is
-    :func:`agents.cli.run_command`'s)."""
+    :func:`agents.cli.run_command`'s: SIGTERM or Ctrl-C, at any point, closes what was started and exits
+    ``128 +`` the signal number)."""
     from agents.cli import run_command
 
     return run_command(USAGE, _compose, _fine_tune, argv)
@@ -251,10 +252,12 @@ def _fine_tune(cfg: DictConfig) -> int:
 
 
 async def _standalone(config: TrainConfig, run_dir: Path) -> SftResult:
+    from agents.cli import sigterm_reclaimed
     from agents.models import resolve_model
     from trainer.ray_cluster import init_ray
 
-    init_ray(config.trainer.ray_address)
+    with sigterm_reclaimed():  # Ray's start installs SIGTERM handlers that exit or abort
+        init_ray(config.trainer.ray_address)
     return await warm_up(config, resolve_model(config.model.name), run_dir)
 
 
