@@ -1,11 +1,14 @@
-"""A training run stopped by SIGTERM (``kill``, a scheduler ending the job), end to end in a subprocess.
+"""``trainer.run`` and ``trainer.sft`` stopped by SIGTERM (``kill``, a scheduler ending the job), and a run whose
+engine died for good, end to end in subprocesses.
 
-The run must close what it started (the engine, the learner, the environment actors, Ray's processes) and
-exit with 143 and one line, not abort inside Ray's signal handler with a stack dump (exit 134).
+A stopped command must close what it started (the engine, the learner, the environment actors, Ray's processes),
+at any point (start-up included), and exit with 143 and one line, not abort inside Ray's signal handler with a
+stack dump (exit 134). A dead engine with no restarts left ends the run with exit 1 and one line.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -34,12 +37,25 @@ def wait_for(path: Path, text: str, process: subprocess.Popen, timeout_s: float)
     pytest.fail(f"no {text!r} in {path} after {timeout_s} s:\n{read(path)[-3000:]}")
 
 
-def test_sigterm_stops_the_run_closes_everything_it_started_and_exits_143(tmp_path):
-    log = tmp_path / "run.log"
-    command = [
-        sys.executable,
-        "-m",
-        "trainer.run",
+STOPPED_RUN = "turngym: error: stopped by SIGTERM; continue from the last checkpoint with trainer.resume=true"
+
+
+def start(tmp_path: Path, module: str, *overrides: str) -> tuple[subprocess.Popen, Path]:
+    """``python -m <module> <overrides>`` with its standard output and error together in the returned file."""
+    log = tmp_path / "command.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, *overrides],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # its lines in the file as they are printed
+        )
+    return process, log
+
+
+def run_overrides(tmp_path: Path, *more: str) -> list[str]:
+    return [
         "env=sokoban",
         "model=tiny",
         "sft.warmup=false",
@@ -48,22 +64,99 @@ def test_sigterm_stops_the_run_closes_everything_it_started_and_exits_143(tmp_pa
         "trainer.progress=false",
         "rollout.num_env_actors=1",
         f"trainer.run_dir={tmp_path / 'run'}",
+        *more,
     ]
-    with log.open("w") as out:
-        run = subprocess.Popen(command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def children(process: subprocess.Popen) -> list[psutil.Process]:
+    return psutil.Process(process.pid).children(recursive=True)
+
+
+def stop_and_check(process: subprocess.Popen, log: Path, last_line: str, started: list[psutil.Process]) -> None:
+    """SIGTERM ``process``: it exits 143, its last line is ``last_line``, and every process it had started ends."""
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=180) == 143, read(log)[-3000:]
+    text = read(log)
+    assert "SIGTERM received" not in text and "Traceback" not in text  # Ray's abort, or an uncaught exception
+    assert text.strip().splitlines()[-1] == last_line
+    _, alive = psutil.wait_procs(started, timeout=30)
+    assert not alive, [(p.pid, p.name()) for p in alive if p.is_running()]
+
+
+def test_sigterm_stops_the_run_closes_everything_it_started_and_exits_143(tmp_path):
+    run, log = start(tmp_path, "trainer.run", *run_overrides(tmp_path))
     try:
         wait_for(tmp_path / "run" / "train.log", "started in", run, timeout_s=240)
         time.sleep(2)  # into the first step
-        started = psutil.Process(run.pid).children(recursive=True)
+        started = children(run)
         assert len(started) >= 3  # Ray's processes, the engine, the learner, an environment actor
-        run.send_signal(signal.SIGTERM)
-        assert run.wait(timeout=120) == 143
+        stop_and_check(run, log, STOPPED_RUN, started)
     finally:
         if run.poll() is None:
             run.kill()
-    text = log.read_text(errors="replace")
-    assert "SIGTERM received" not in text  # Ray's abort
-    last = text.strip().splitlines()[-1]
-    assert last == "turngym: error: stopped by SIGTERM; continue from the last checkpoint with trainer.resume=true"
-    _, alive = psutil.wait_procs(started, timeout=30)
-    assert not alive, [(p.pid, p.name()) for p in alive if p.is_running()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["starting Ray", "starting the engine"])
+def test_sigterm_during_the_start_up_closes_what_was_started_and_exits_143(tmp_path, phase):
+    """While Ray starts (its handlers replace the run's) and while the engine loads (Ray is up, no loop yet)."""
+    run, log = start(tmp_path, "trainer.run", *run_overrides(tmp_path))
+    try:
+        wait_for(tmp_path / "run" / "train.log", phase, run, timeout_s=240)
+        stop_and_check(run, log, STOPPED_RUN, children(run))
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert "started in" not in read(tmp_path / "run" / "train.log")  # it was stopped during the start-up
+
+
+@pytest.mark.slow
+def test_sigterm_stops_supervised_fine_tuning_and_exits_143(tmp_path):
+    sft, log = start(
+        tmp_path,
+        "trainer.sft",
+        "env=sokoban",
+        "model=tiny",
+        "sft.episodes=64",
+        "sft.batch_size=2",
+        "sft.epochs=20",
+        f"trainer.run_dir={tmp_path / 'sft'}",
+    )
+    try:
+        wait_for(log, "warm-up: step 1/", sft, timeout_s=300)  # Ray, the fine-tuning actor, the first step
+        started = children(sft)
+        assert len(started) >= 2  # Ray's processes and the fine-tuning actor
+        stop_and_check(sft, log, "turngym: error: stopped by SIGTERM", started)
+    finally:
+        if sft.poll() is None:
+            sft.kill()
+    assert not (tmp_path / "sft" / "policy" / "COMPLETE").exists()
+
+
+def engine_process(run: subprocess.Popen) -> psutil.Process:
+    """The run's engine actor (Ray names its worker process ``ray::EngineHost``)."""
+    for process in children(run):
+        try:
+            if "EngineHost" in " ".join(process.cmdline()):
+                return process
+        except psutil.NoSuchProcess:
+            continue
+    pytest.fail("no engine actor among the run's processes")
+
+
+@pytest.mark.slow
+def test_a_dead_engine_with_no_restarts_left_stops_the_run_with_one_line(tmp_path):
+    run, log = start(tmp_path, "trainer.run", *run_overrides(tmp_path, "engine.max_restarts=0"))
+    try:
+        wait_for(tmp_path / "run" / "metrics.jsonl", "\n", run, timeout_s=300)  # step 1 is done
+        engine_process(run).kill()  # SIGKILL, as the out-of-memory killer would
+        assert run.wait(timeout=180) == 1, read(log)[-3000:]
+    finally:
+        if run.poll() is None:
+            run.kill()
+    text = read(log)
+    assert "Traceback" not in text
+    assert text.strip().splitlines()[-1] == (
+        "turngym: error: the engine actor died and Ray restarts it no more (engine.max_restarts used up; raise it "
+        "to survive more deaths); why it died (out of memory?) is in the Ray logs in /tmp/ray/session_latest/logs"
+    )

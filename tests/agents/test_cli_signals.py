@@ -1,0 +1,81 @@
+"""The shared SIGTERM handling of the commands (:mod:`agents.cli`), in this process: a signal sent to itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from omegaconf import OmegaConf
+
+from agents.cli import run_command, sigterm_interrupts, sigterm_reclaimed
+
+
+def compose(overrides: list[str]):
+    return OmegaConf.create({})
+
+
+def sigterm_self() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)  # the handler runs in this thread before the next line
+
+
+def test_sigterm_in_the_work_is_one_line_and_143(capsys):
+    closed = []
+
+    def work(config) -> int:
+        try:
+            sigterm_self()
+        finally:
+            closed.append("engine")  # what the work started is closed on the way out
+        return 0
+
+    assert run_command("usage", compose, work, [], stopped_hint="resume later") == 143
+    assert closed == ["engine"]
+    assert capsys.readouterr().err == "turngym: error: stopped by SIGTERM; resume later\n"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the command's only
+
+
+def test_a_work_that_caught_the_stop_still_exits_143(capsys):
+    def work(config) -> int:
+        try:
+            sigterm_self()
+        except KeyboardInterrupt:  # agents.play ends the episode as :q would
+            return 0
+        return 0
+
+    assert run_command("usage", compose, work, []) == 143
+    assert capsys.readouterr().err == "turngym: error: stopped by SIGTERM\n"
+
+
+def test_ctrl_c_is_one_line_and_130_and_a_caught_one_is_the_works_own_exit(capsys):
+    def interrupted(config) -> int:
+        raise KeyboardInterrupt
+
+    def caught(config) -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:  # a person pressing Ctrl-C at a prompt leaves: not a stop
+            return 0
+
+    assert run_command("usage", compose, interrupted, []) == 130
+    assert capsys.readouterr().err == "turngym: error: stopped by SIGINT\n"
+    assert run_command("usage", compose, caught, []) == 0
+
+
+def test_a_library_that_exits_on_sigterm_is_turned_into_the_stop_and_its_handler_replaced():
+    def libraries_handler(signum, frame):  # what ray.init installs: sys.exit(signum)
+        raise SystemExit(signum)
+
+    with sigterm_interrupts() as stop:
+        with pytest.raises(KeyboardInterrupt) as stopped, sigterm_reclaimed():
+            signal.signal(signal.SIGTERM, libraries_handler)
+            sigterm_self()
+        assert stopped.value.args == (signal.SIGTERM,) and stop.signum == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is stop  # taken back for what follows
+        with pytest.raises(KeyboardInterrupt):
+            sigterm_self()
+
+
+def test_outside_a_command_sigterm_reclaimed_lets_system_exit_through():
+    with pytest.raises(SystemExit), sigterm_reclaimed():
+        raise SystemExit(3)
