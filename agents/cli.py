@@ -84,7 +84,8 @@ class SignalStop:
         self.signum: int | None = None  # the signal that arrived, None until one did
 
     def __call__(self, signum: int, _frame: Any) -> None:
-        self.signum = signum
+        for stop in {self, *_active_stops}:  # the enclosing blocks (the command's) see it too
+            stop.signum = signum
         raise KeyboardInterrupt(signum)
 
 
@@ -198,7 +199,8 @@ def run_command(
         except failures as exc:
             return print_error(exc, FAILURE_EXIT)
         except KeyboardInterrupt as exc:
-            signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
+            # Ray's blocking calls raise a KeyboardInterrupt of their own, without the signal: the handler saw it.
+            signum = stop.signum or (exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT)
             return print_error(stopped_line(signum, stopped_hint), SIGNAL_EXIT_BASE + signum)
     if stop.signum is not None:  # the work caught the interrupt and finished early
         return print_error(stopped_line(stop.signum, stopped_hint), SIGNAL_EXIT_BASE + stop.signum)

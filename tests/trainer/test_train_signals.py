@@ -96,7 +96,6 @@ def test_sigterm_stops_the_run_closes_everything_it_started_and_exits_143(tmp_pa
             run.kill()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("phase", ["starting Ray", "starting the engine"])
 def test_sigterm_during_the_start_up_closes_what_was_started_and_exits_143(tmp_path, phase):
     """While Ray starts (its handlers replace the run's) and while the engine loads (Ray is up, no loop yet)."""
@@ -110,7 +109,6 @@ def test_sigterm_during_the_start_up_closes_what_was_started_and_exits_143(tmp_p
     assert "started in" not in read(tmp_path / "run" / "train.log")  # it was stopped during the start-up
 
 
-@pytest.mark.slow
 def test_sigterm_stops_supervised_fine_tuning_and_exits_143(tmp_path):
     sft, log = start(
         tmp_path,
