@@ -93,7 +93,7 @@ class GatewayServer:
         max_body_bytes: int = MAX_BODY_BYTES,
     ):
         self.api_key = resolve_api_key(api_key)
-        check_binding(host, self.api_key)
+        check_binding(host, self.api_key, what="the gateway")
         self.gateway = gateway
         self.host = host
         self.port = port

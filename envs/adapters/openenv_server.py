@@ -29,8 +29,6 @@ are capped at :data:`WS_MAX_SIZE_BYTES` by the server (uvicorn closes with 1009)
 from __future__ import annotations
 
 import functools
-import hmac
-import ipaddress
 import json
 import math
 import socket
@@ -40,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envs.access import API_KEY_ENV, check_binding, is_loopback, key_matches
 from envs.optional import import_pinned
 
 __all__ = [
@@ -68,7 +67,6 @@ WS_MAX_SIZE_BYTES = 128 * 1024 * 1024
 #: Largest HTTP body: HTTP requests carry a seed or one action; long episodes play over the WebSocket.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: The environment variable with the API key (the gateway reads the same one).
-API_KEY_ENV = "TURNGYM_API_KEY"
 #: Paths open without the key: a liveness probe needs no secret.
 OPEN_PATHS = frozenset({"/health"})
 
@@ -105,31 +103,9 @@ class RequestError(ValueError):
         self.status = status
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine: ``localhost``, 127.0.0.0/8 or ::1 (not ``0.0.0.0`` or ``""``)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:  # a host name other than localhost may resolve anywhere
-        return False
-
-
-def check_binding(host: str, api_key: str | None) -> None:
-    """Raise :class:`ValueError` (saying how to fix it) if ``host`` is not loopback and there is no key."""
-    if not api_key and not is_loopback(host):
-        raise ValueError(
-            f"the server would listen on {host!r}, reachable from other machines, without an API key: "
-            f"set {API_KEY_ENV} (or pass api_key=...), or bind 127.0.0.1"
-        )
-
-
 def _key_matches(headers: list[tuple[bytes, bytes]], api_key: str) -> bool:
-    """Whether the ASGI ``headers`` carry ``Authorization: Bearer <api_key>``, compared in constant time."""
-    value = next((v for k, v in headers if k.lower() == b"authorization"), b"")
-    scheme, _, token = value.partition(b" ")
-    presented = token.strip() if scheme.lower() == b"bearer" else b""
-    return hmac.compare_digest(presented, api_key.encode("utf-8", "surrogatepass"))
+    """Whether the ASGI ``headers`` carry ``Authorization: Bearer <api_key>`` (:func:`envs.access.key_matches`)."""
+    return key_matches(next((v for k, v in headers if k.lower() == b"authorization"), b""), api_key)
 
 
 def _reject_constant(name: str) -> Any:
