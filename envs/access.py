@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
+import math
 import os
+from typing import Any
 
-__all__ = ["API_KEY_ENV", "check_binding", "is_loopback", "key_matches", "resolve_api_key"]
+__all__ = ["API_KEY_ENV", "check_binding", "is_loopback", "key_matches", "resolve_api_key", "strict_json"]
 
 API_KEY_ENV = "TURNGYM_API_KEY"
 
@@ -53,3 +56,21 @@ def key_matches(authorization: str | bytes | None, api_key: str) -> bool:
     scheme, _, token = value.partition(b" ")
     presented = token.strip() if scheme.lower() == b"bearer" else b""
     return hmac.compare_digest(presented, api_key.encode("utf-8", "surrogatepass"))
+
+
+def strict_json(body: str | bytes) -> Any:
+    """``body`` parsed as strict JSON: ``NaN``, ``Infinity`` and numbers beyond a float's range raise
+    :class:`ValueError`, as do malformed text and undecodable bytes; too deep a nesting raises
+    :class:`RecursionError`."""
+    return json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value

@@ -40,6 +40,7 @@ from aiohttp import web
 from agents.gateway.auth import check_binding, key_matches, resolve_api_key
 from agents.gateway.messages import GatewayError, completion_id, parse_request
 from agents.gateway.service import Completion, Gateway
+from envs.access import strict_json
 
 __all__ = ["GATEWAY", "MAX_BODY_BYTES", "GatewayServer", "make_app"]
 
@@ -172,22 +173,11 @@ def _guard(api_key: str | None) -> Any:
     return guard
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
 async def _json_body(request: web.Request) -> Any:
     """The body as strict JSON (no NaN, Infinity or numbers beyond a double), or a 400."""
     raw = await request.read()
     try:
-        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+        return strict_json(raw)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise GatewayError(400, f"the request body is not JSON: {' '.join(str(exc).split())[:200]}") from exc
 

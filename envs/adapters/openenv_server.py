@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envs.access import API_KEY_ENV, check_binding, is_loopback, key_matches
+from envs.access import API_KEY_ENV, check_binding, is_loopback, key_matches, strict_json
 from envs.optional import import_pinned
 
 __all__ = [
@@ -108,17 +108,6 @@ def _key_matches(headers: list[tuple[bytes, bytes]], api_key: str) -> bool:
     return key_matches(next((v for k, v in headers if k.lower() == b"authorization"), b""), api_key)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
 class RequestGuard:
     """ASGI middleware: the API key check (see the module docstring), then a body cap and a strict-JSON check."""
 
@@ -149,7 +138,7 @@ class RequestGuard:
                 return await self._deny(scope, receive, send, 413, f"the body is over {self.max_body_bytes} bytes")
         if body.strip():
             try:
-                json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+                strict_json(body)
             except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 return await self._deny(scope, receive, send, 400, f"the body is not JSON: {exc}")
         replayed = False
