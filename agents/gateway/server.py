@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import time
 from typing import Any
 
@@ -282,6 +283,9 @@ async def _models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [model]})
 
 
+_SESSION_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")  # it becomes a path segment of the session's base URL
+
+
 async def _open(request: web.Request) -> web.Response:
     gateway: Gateway = request.app[GATEWAY]
     try:
@@ -291,8 +295,11 @@ async def _open(request: web.Request) -> web.Response:
         seed = body.get("seed", 0)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise GatewayError(400, "seed must be an integer", param="seed")
+        session_id = body.get("session_id")
+        if session_id is not None and not (isinstance(session_id, str) and _SESSION_ID.fullmatch(session_id)):
+            raise GatewayError(400, "session_id must be 1-128 letters, digits, '.', '_' or '-'", param="session_id")
         session = gateway.open_session(
-            body.get("session_id"),
+            session_id,
             group_id=str(body.get("group_id", "")),
             seed=seed,
             task=str(body.get("task", "gateway")),

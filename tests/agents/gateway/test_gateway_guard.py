@@ -191,6 +191,9 @@ def test_named_malformed_requests_get_one_line_4xx(keyed_server):
     assert_one_line_error(post("/v1/chat/completions", b"[" * 30_000 + b"]" * 30_000), 400)  # nested too deep
     assert_one_line_error(post("/v1/chat/completions", b'"x"'), 400)
     assert_one_line_error(post("/v1/chat/completions", json.dumps({"messages": 3}).encode()), 400)
+    # a session id becomes a path segment of its base URL: text of URL-safe characters only (a list was a 500)
+    assert_one_line_error(post("/sessions", json.dumps({"session_id": [None]}).encode()), 400)
+    assert_one_line_error(post("/sessions", json.dumps({"session_id": "a/b"}).encode()), 400)
     assert_one_line_error(post("/sessions/nobody/finish", b'{"reward": 1}'), 404)
     assert_one_line_error(requests.get(f"{url}/sessions/nobody", headers=good, timeout=10), 404)
     assert_one_line_error(requests.get(f"{url}/no/such/route", headers=good, timeout=10), 404)
