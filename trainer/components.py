@@ -28,7 +28,7 @@ from trainer.learner import Learner
 from trainer.ray_cluster import init_ray
 from trainer.rollout import RolloutConfig, RolloutManager
 from trainer.rollout_records import Rollout
-from trainer.run_plan import RunPlan, plan_run
+from trainer.run_plan import Hardware, RunPlan, plan_run
 
 if TYPE_CHECKING:
     from trainer.agent_rollout import AgentRollout
@@ -125,7 +125,8 @@ async def _start_components(
     closers.append(open_run_log(run_dir))
     log.info("run directory %s; preparing the model %s", run_dir, config.model.name)
     model_path = resolve_model(config.model.name)
-    plan = plan_run(config, model_path)
+    hardware = Hardware.detect()  # once: both plans below are for this machine
+    plan = plan_run(config, model_path, hardware)
     log.info("starting Ray (%s)", config.trainer.ray_address or f"local, {plan.ray_cpus} logical CPUs")
     with sigterm_reclaimed():  # Ray's start installs SIGTERM handlers that exit or abort
         init_ray(config.trainer.ray_address, num_cpus=plan.ray_cpus, object_store_memory=plan.object_store_bytes)
@@ -133,7 +134,7 @@ async def _start_components(
     if sft_applies(config):
         result = await warm_up(config, model_path, run_dir / "warmup", say=log.info)
         model_path, warmup_metrics = str(result.policy_dir), result.summary()
-        plan = plan_run(config, model_path)  # the same plan, for the warm-up's policy
+        plan = plan_run(config, model_path, hardware)  # the same plan, for the warm-up's policy
     log.info("starting the engine (%s) and loading the model into it", config.engine.kind)
     engine, engine_factory = await _start_engine(config, plan)
     closers.append(engine.close)
