@@ -393,10 +393,11 @@ def _check_algo(config: TrainConfig) -> None:
     _require(algo.group_size >= 1, f"algo.group_size must be >= 1, got {algo.group_size}")
     _require(0 <= algo.gamma <= 1 and 0 <= algo.lam <= 1, "algo.gamma and algo.lam must be in [0, 1]")
     _require(algo.clip_low >= 0 and algo.clip_high >= 0, "algo.clip_low and algo.clip_high must be >= 0")
+    no_lower_clip = [name for name, row in POLICY_LOSSES.items() if row.no_lower_clip]
     _require(
-        algo.clip_low < 1 or (algo.policy_loss == "cispo" and algo.clip_low == 1),
+        algo.clip_low < 1 or (algo.clip_low == 1 and POLICY_LOSSES[algo.policy_loss].no_lower_clip),
         f"algo.clip_low must be < 1 (the ratio's lower bound is 1 - clip_low; 1, no lower bound, only with "
-        f"algo.policy_loss=cispo), got {algo.clip_low}",
+        f"algo.policy_loss={' or '.join(no_lower_clip)}), got {algo.clip_low}",
     )
     _require(algo.dual_clip is None or algo.dual_clip > 1, f"algo.dual_clip must be > 1 or null, got {algo.dual_clip}")
     _require(

@@ -78,11 +78,17 @@ class PolicyInputs:
 
 @dataclass(frozen=True)
 class PolicyLoss:
-    """One policy loss: ``compute(inputs, agg, spec) -> (loss, stats)`` and the paper it follows."""
+    """One policy loss: ``compute(inputs, agg, spec) -> (loss, stats)`` and the paper it follows.
+
+    ``no_lower_clip``: whether it accepts ``algo.clip_low = 1``, a lower bound of 0 (no lower bound): it
+    would cancel PPO's and GSPO's gradient wherever the ratio falls, but only removes the lower bound of
+    CISPO's detached weight.
+    """
 
     name: str
     compute: Callable[[PolicyInputs, Aggregation, PolicyLossSpec], tuple[Tensor, dict[str, Tensor]]]
     source: str
+    no_lower_clip: bool = False
 
 
 def _check_shapes(logprobs: Tensor, **others: Tensor) -> None:
@@ -210,6 +216,6 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
     for row in (
         PolicyLoss("ppo", _ppo, "Schulman et al. 2017 (clip), Ye et al. 2020 (dual clip)"),
         PolicyLoss("gspo", _gspo, "Zheng et al. 2025, arXiv 2507.18071 (GSPO-token)"),
-        PolicyLoss("cispo", _cispo, "Chen et al. 2025 (MiniMax-M1), arXiv 2506.13585"),
+        PolicyLoss("cispo", _cispo, "Chen et al. 2025 (MiniMax-M1), arXiv 2506.13585", no_lower_clip=True),
     )
 }
