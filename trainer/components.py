@@ -196,6 +196,7 @@ async def _start_rollout(
     options = RolloutConfig(
         num_env_actors=config.rollout.num_env_actors,
         max_concurrent_episodes=config.rollout.max_concurrent_episodes,
+        env_actor_resources=dict(config.rollout.env_actor_resources),
         collect_timeout_s=config.rollout.collect_timeout_s,
     )
     return RolloutManager(options, ChatRendererFactory(model_path), engine_factory, setup=setup)

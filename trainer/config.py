@@ -170,6 +170,7 @@ class RolloutOptions:
     max_turns: int | None = None  # null: the environment's own limit
     num_env_actors: int = 2
     max_concurrent_episodes: int = 64  # per env actor
+    env_actor_resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources per env actor
     step_timeout_s: float | None = 60.0
     collect_timeout_s: float | None = 1800.0
 
@@ -274,6 +275,7 @@ ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 
 # ---------------------------------------------------------------------------------------------- composition
 TRAINING_GROUPS = ("algo", "model", "engine")
+OPEN_MAPPINGS = ("rollout.env_actor_resources",)  # their keys are the user's: set or added with ++
 
 
 def _group_files(group: str) -> tuple[str, ...]:
@@ -283,7 +285,8 @@ def _group_files(group: str) -> tuple[str, ...]:
 
 def _rewrite_groups(overrides: list[str]) -> list[str]:
     """Check ``algo=`` and ``engine=`` choices, turn ``model=<path>`` into ``model=hf model.name=<path>``,
-    and address the three groups in their folder (``algo=grpo`` -> ``training/algo@algo=grpo``)."""
+    address the three groups in their folder (``algo=grpo`` -> ``training/algo@algo=grpo``), and let
+    ``rollout.env_actor_resources={env_node:1}`` (or ``.env_node=1``) name keys no schema lists."""
     rewritten = []
     for override in overrides:
         key, _, value = override.partition("=")
@@ -294,6 +297,9 @@ def _rewrite_groups(overrides: list[str]) -> list[str]:
             continue
         if key == "model" and value not in _group_files("model"):
             rewritten += ["model=hf", f"model.name={value}"]
+            continue
+        if any(key == name or key.startswith(f"{name}.") for name in OPEN_MAPPINGS):
+            rewritten.append(f"++{override}")
             continue
         rewritten.append(override)
     return rewritten
@@ -487,6 +493,18 @@ def _check_rollout(config: TrainConfig) -> None:
     _require(
         rollout.max_concurrent_episodes >= 1,
         f"rollout.max_concurrent_episodes must be >= 1, got {rollout.max_concurrent_episodes}",
+    )
+    for name, amount in rollout.env_actor_resources.items():
+        _require(
+            name not in ("CPU", "GPU") and amount > 0,
+            f"rollout.env_actor_resources: {name}={amount} must be a custom resource (not CPU or GPU) with an "
+            "amount > 0, e.g. rollout.env_actor_resources={env_node:1} for nodes started with "
+            "ray start --resources='{\"env_node\": 8}'",
+        )
+    _require(
+        not rollout.env_actor_resources or config.trainer.ray_address is not None,
+        "rollout.env_actor_resources places environment actors on a cluster's nodes; a local Ray has none of them: "
+        "set trainer.ray_address=<the head's address> (docs/cluster.md) or drop the option",
     )
     for name in ("step_timeout_s", "collect_timeout_s"):
         value = getattr(rollout, name)

@@ -107,6 +107,7 @@ class RolloutManager:
         init_ray()
         self._actor_class = self._ray.remote(EnvActor).options(
             num_cpus=config.env_actor_num_cpus,
+            resources=dict(config.env_actor_resources),
             max_concurrency=config.max_concurrent_episodes + 8,  # room for stats calls beside the episodes
             max_restarts=0,  # the manager replaces dead actors itself, and re-dispatches their episodes
         )
@@ -144,7 +145,9 @@ class RolloutManager:
             self.close()
             raise TimeoutError(
                 f"environment actors did not start within {self.config.actor_ready_timeout_s} s; "
-                "is the Ray cluster out of CPUs? (RolloutConfig.env_actor_num_cpus)"
+                "is the Ray cluster out of CPUs, or has no node the resources they need? "
+                f"(RolloutConfig.env_actor_num_cpus={self.config.env_actor_num_cpus}, "
+                f"env_actor_resources={dict(self.config.env_actor_resources)})"
             ) from None
         except self._ray.exceptions.RayActorError as exc:
             self.close()

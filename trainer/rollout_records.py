@@ -72,7 +72,10 @@ class RolloutConfig:
     behind). ``max_actor_restarts``: replacements allowed within one ``collect`` before it raises
     (actors that keep dying point at a broken set-up). ``collect_timeout_s``: the deadline of one
     ``collect``; groups unfinished by then are dropped. ``env_actor_num_cpus``: the CPU share Ray
-    reserves for each environment actor (they mostly wait on the engine).
+    reserves for each environment actor (they mostly wait on the engine). ``env_actor_resources``: custom
+    Ray resources each environment actor needs besides (on a cluster, ``{"env_node": 1}`` places them
+    on the nodes started with ``ray start --resources='{"env_node": N}'``; a replacement for an actor
+    lost with its node goes to another such node).
     """
 
     num_env_actors: int = 2
@@ -82,6 +85,7 @@ class RolloutConfig:
     max_actor_restarts: int = 8
     collect_timeout_s: float | None = 1800.0
     env_actor_num_cpus: float = 0.25
+    env_actor_resources: Mapping[str, float] = field(default_factory=dict)
     actor_ready_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:

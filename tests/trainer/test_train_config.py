@@ -154,6 +154,16 @@ def test_curriculum_adaptive_is_short_for_its_mode():
     assert (default.mode, list(default.band), default.start) == ("none", [0.3, 0.7], None)
 
 
+def test_env_actor_resources_take_keys_no_schema_lists_in_either_form():
+    assert train_config().rollout.env_actor_resources == {}
+    cluster = "trainer.ray_address=head:6379"
+    whole = train_config(cluster, "rollout.env_actor_resources={env_node:1,docker:0.5}").rollout
+    assert whole.env_actor_resources == {"env_node": 1.0, "docker": 0.5}
+    assert train_config(cluster, "rollout.env_actor_resources.env_node=2").rollout.env_actor_resources == {
+        "env_node": 2.0
+    }
+
+
 def test_train_yaml_values_override_the_schema_defaults():
     config = train_config()
     assert config.algo.name == "ppo" and config.model.name == "smollm2" and config.engine.kind == "hf"
@@ -244,6 +254,18 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["rollout.max_new_tokens=0"], ["rollout.max_new_tokens must be >= 1, got 0"]),
         (["rollout.max_turns=0"], ["rollout.max_turns must be >= 1 or null"]),
         (["rollout.num_env_actors=0"], ["rollout.num_env_actors must be >= 1, got 0"]),
+        (
+            ["trainer.ray_address=head:6379", "rollout.env_actor_resources={CPU:1}"],
+            ["rollout.env_actor_resources: CPU=1.0 must be a custom resource", "{env_node:1}"],
+        ),
+        (
+            ["trainer.ray_address=head:6379", "rollout.env_actor_resources.env_node=0"],
+            ["rollout.env_actor_resources: env_node=0.0", "amount > 0"],
+        ),
+        (
+            ["rollout.env_actor_resources={env_node:1}"],
+            ["rollout.env_actor_resources places environment actors on a cluster", "set trainer.ray_address="],
+        ),
         # grpo: 2 seeds x group_size 4 = 8 episodes a step; 9 mini-batches cannot each hold one.
         (
             ["algo=grpo", "trainer.groups_per_step=2", "algo.mini_batches=9"],
