@@ -171,7 +171,8 @@ def run_command(
     and returns :data:`USAGE_EXIT`; one of ``failures`` prints one line and returns :data:`FAILURE_EXIT`.
     Steps 4 and 5 run inside :func:`sigterm_interrupts`: SIGTERM or Ctrl-C (``KeyboardInterrupt``) prints
     ``stopped by SIGTERM`` (or ``SIGINT``; then ``; <stopped_hint>`` when given) and returns ``128 +`` the signal
-    number, also when ``work`` caught the interrupt and returned. Other exceptions propagate.
+    number, also when ``work`` caught the interrupt and returned, or raised another error after the signal
+    came. Other exceptions propagate.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     modes = modes or {}
@@ -185,26 +186,48 @@ def run_command(
     flags = [a for a in overrides if a.startswith("-")]
     if flags:
         return print_error(f"unknown flag {flags[0]!r}; flags are {_and_list(['--help', CONFIG_FLAG, *modes])}")
-    with sigterm_interrupts() as stop:
-        try:
-            config = compose(overrides)
-            if print_config:
-                from omegaconf import OmegaConf
+    try:
+        with sigterm_interrupts() as stop:
+            try:
+                config = compose(overrides)
+                if print_config:
+                    from omegaconf import OmegaConf
 
-                sys.stdout.write(OmegaConf.to_yaml(config))
-                return 0
-            code = work(config)
-        except (UsageError, *usage_errors) as exc:
-            return print_error(exc)
-        except failures as exc:
-            return print_error(exc, FAILURE_EXIT)
-        except KeyboardInterrupt as exc:
-            # Ray's blocking calls raise a KeyboardInterrupt of their own, without the signal: the handler saw it.
-            signum = stop.signum or (exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT)
-            return print_error(stopped_line(signum, stopped_hint), SIGNAL_EXIT_BASE + signum)
+                    sys.stdout.write(OmegaConf.to_yaml(config))
+                    return 0
+                code = work(config)
+            except BaseException as exc:
+                return _exit_code(exc, stop.signum, usage_errors, failures, stopped_hint)
+    except KeyboardInterrupt as exc:  # it came while the handler was being installed or taken back
+        return _exit_code(exc, None, usage_errors, failures, stopped_hint)
     if stop.signum is not None:  # the work caught the interrupt and finished early
         return print_error(stopped_line(stop.signum, stopped_hint), SIGNAL_EXIT_BASE + stop.signum)
     return code
+
+
+def _exit_code(
+    exc: BaseException,
+    signum: int | None,
+    usage_errors: tuple[type[Exception], ...],
+    failures: tuple[type[Exception], ...],
+    stopped_hint: str,
+) -> int:
+    """What :func:`run_command` prints and returns for ``exc``, raised by the command with ``signum`` received
+    (``None``: no signal); exceptions it does not know are raised again.
+
+    Once a signal arrived, any exception is the stop: a library that the interrupt reached mid-call may raise
+    an error of its own instead (Hydra composing a config does). Ray's blocking calls raise a
+    ``KeyboardInterrupt`` of their own, without the signal: the handler saw it.
+    """
+    if isinstance(exc, KeyboardInterrupt) or signum is not None:
+        if signum is None:
+            signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
+        return print_error(stopped_line(signum, stopped_hint), SIGNAL_EXIT_BASE + signum)
+    if isinstance(exc, (UsageError, *usage_errors)):
+        return print_error(exc)
+    if isinstance(exc, failures):
+        return print_error(exc, FAILURE_EXIT)
+    raise exc
 
 
 def _and_list(words: list[str]) -> str:

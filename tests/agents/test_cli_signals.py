@@ -8,7 +8,7 @@ import signal
 import pytest
 from omegaconf import OmegaConf
 
-from agents.cli import run_command, sigterm_interrupts, sigterm_reclaimed
+from agents.cli import UsageError, run_command, sigterm_interrupts, sigterm_reclaimed
 
 
 def compose(overrides: list[str]):
@@ -45,6 +45,38 @@ def test_a_work_that_caught_the_stop_still_exits_143(capsys):
 
     assert run_command("usage", compose, work, []) == 143
     assert capsys.readouterr().err == "turngym: error: stopped by SIGTERM\n"
+
+
+@pytest.mark.parametrize("error", [ValueError, UsageError], ids=["library-error", "usage-error"])
+@pytest.mark.parametrize("where", ["compose", "work"])
+def test_an_error_a_library_raises_once_the_signal_came_is_still_the_stop(capsys, error, where):
+    """Hydra, interrupted while it composes, raises its own error, which compose turns into a UsageError."""
+
+    def interrupted(*_args):
+        try:
+            sigterm_self()
+        except KeyboardInterrupt as exc:
+            raise error("could not load the config") from exc
+        return 0
+
+    steps = {"compose": compose, "work": lambda config: 0, where: interrupted}
+    assert run_command("usage", steps["compose"], steps["work"], [], usage_errors=(ValueError,)) == 143
+    assert capsys.readouterr().err == "turngym: error: stopped by SIGTERM\n"
+
+
+def test_errors_without_a_signal_keep_their_exit_codes_and_others_propagate(capsys):
+    def failing(error):
+        def work(config):
+            raise error("no sandbox")
+
+        return work
+
+    assert run_command("usage", compose, failing(UsageError), []) == 2
+    assert run_command("usage", compose, failing(OSError), [], failures=(OSError,)) == 1
+    assert capsys.readouterr().err == "turngym: error: no sandbox\n" * 2
+    with pytest.raises(ZeroDivisionError):
+        run_command("usage", compose, failing(ZeroDivisionError), [])
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def test_ctrl_c_is_one_line_and_130_and_a_caught_one_is_the_works_own_exit(capsys):
