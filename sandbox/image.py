@@ -3,8 +3,9 @@
 ``python -m sandbox.image build [--image NAME] [--python PATH]`` stages into a tar stream: the
 interpreter, its standard library without tests, IDLE, tkinter, ensurepip and site-packages (the
 ``.pyc`` caches stay, for start-up speed), the shared libraries ``ldd`` lists for the interpreter and
-every extension module (the dynamic loader included), and an ``/etc/passwd`` naming ``nobody``. There
-is no shell and nothing else. The tar goes to ``docker import`` with ``USER 65534:65534``.
+every extension module (the dynamic loader included), libgcc_s (which glibc opens when a thread exits)
+and an ``/etc/passwd`` naming ``nobody``. There is no shell and nothing else. The tar goes to
+``docker import`` with ``USER 65534:65534``.
 
 The image is tagged ``<name>:<content key>``, where the key hashes the staged paths, sizes and
 modification times, and ``<name>:latest`` points at it. Building again is a no-op (well under a
@@ -34,7 +35,7 @@ IMAGE_LABEL = "turngym.sandbox.image"
 _SKIPPED_STDLIB = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages"}
 _SKIPPED_STDLIB |= {"dist-packages", "config-3.11-x86_64-linux-gnu", "pydoc_data"}
 _TOP_LEVEL_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged-/usr links, kept as links
-_BUILD_FORMAT = 1  # bump when the staging rules change, so that old images are not reused
+_BUILD_FORMAT = 2  # bump when the staging rules change, so that old images are not reused
 _PASSWD = b"root:x:0:0:root:/root:/nonexistent\nnobody:x:65534:65534:nobody:/tmp:/nonexistent\n"
 _GROUP = b"root:x:0:\nnogroup:x:65534:\n"
 
@@ -64,8 +65,27 @@ def _stdlib_files(root: Path) -> Iterator[Path]:
                 yield Path(directory, name)
 
 
-def _shared_libraries(binaries: list[Path]) -> set[Path]:
+#: Libraries glibc opens at run time, which ``ldd`` cannot list: ``pthread_exit`` and thread cancellation
+#: unwind through libgcc_s (without it, a program whose thread exits, as asyncio's subprocess waiter does,
+#: is aborted: "libgcc_s.so.1 must be installed for pthread_exit to work").
+_RUNTIME_LIBRARIES = ("libgcc_s.so.1",)
+
+
+def _runtime_libraries() -> set[Path]:
+    """Where this machine's loader finds :data:`_RUNTIME_LIBRARIES` (``ldconfig -p``), for this architecture."""
+    result = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False)
+    wanted = "x86-64" if os.uname().machine == "x86_64" else ""
     found: set[Path] = set()
+    for line in result.stdout.splitlines():
+        match = re.match(r"\s*(\S+) \(([^)]*)\) => (/\S+)", line)
+        if match and match.group(1) in _RUNTIME_LIBRARIES and wanted in match.group(2):
+            path = Path(match.group(3))
+            found.add(Path(os.path.realpath(path.parent), path.name))
+    return found
+
+
+def _shared_libraries(binaries: list[Path]) -> set[Path]:
+    found: set[Path] = _runtime_libraries()
     for binary in binaries:
         result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
         for line in result.stdout.splitlines():

@@ -205,9 +205,8 @@ def test_threads_and_subprocesses_still_work(sandbox):
     assert (result.status, result.stdout) == (Status.OK, "4 42\n"), result
 
 
-@pytest.mark.parametrize("sandbox", ["bubblewrap"], indirect=True)
+@pytest.mark.parametrize("sandbox", ["bubblewrap", pytest.param("docker", marks=pytest.mark.docker)], indirect=True)
 def test_asyncio_subprocesses_still_work(sandbox):
-    # Not on docker: the sandbox image lacks libgcc_s, which the interpreter's exit needs for asyncio's
-    # waiter thread ("libgcc_s.so.1 must be installed for pthread_exit to work"), with or without a filter.
+    # On docker this also needs libgcc_s in the image: asyncio's waiter thread exits through pthread_exit.
     result = sandbox.run(ASYNC_CHILD, limits=QUICK)
     assert (result.status, result.stdout) == (Status.OK, "async\n"), result
