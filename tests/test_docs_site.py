@@ -35,10 +35,21 @@ def test_mkdocs_strict_build_passes(tmp_path: Path) -> None:
     assert "config-reference" not in reference and "trainer.config.AlgoConfig" in reference
 
 
-def test_readme_links_into_docs_name_existing_files() -> None:
+def test_readme_links_into_docs_name_existing_files_and_headings() -> None:
     readme = (ROOT / "README.md").read_text()
-    targets = [t.split("#")[0] for t in LINK.findall(readme) if not re.match(r"[a-z]+:", t)]
-    docs_targets = [t for t in targets if t.startswith("docs/")]
-    assert docs_targets, "the README links to no page of docs/"
-    missing = [t for t in targets if t and not (ROOT / t).exists()]
+    targets = [t for t in LINK.findall(readme) if not re.match(r"[a-z]+:", t)]
+    assert any(t.startswith("docs/") for t in targets), "the README links to no page of docs/"
+    missing = [t for t in targets if not (ROOT / t.split("#")[0]).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+    for target in targets:
+        path, _, anchor = target.partition("#")
+        if anchor and path.endswith(".md"):
+            assert anchor in _heading_anchors(ROOT / path), f"README.md links to {target}: {path} has no such heading"
+
+
+def _heading_anchors(path: Path) -> set[str]:
+    """The ids mkdocs gives the headings of a page (the toc extension's slugs of the heading text)."""
+    from markdown.extensions.toc import slugify
+
+    headings = re.findall(r"^#{1,6} (.+)$", path.read_text(), flags=re.MULTILINE)
+    return {slugify(heading.replace("`", ""), "-") for heading in headings}

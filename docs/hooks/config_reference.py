@@ -175,6 +175,21 @@ def _table(prefix: str, schema: Schema, schemas: dict[str, Schema], yaml: dict |
     return lines
 
 
+def _group_files(root: Path) -> list[str]:
+    """The files of the groups ``algo``, ``model`` and ``engine``: what each choice sets over the schema."""
+    lines = [
+        "### The group files",
+        "",
+        "`algo=<name>`, `model=<name>` and `engine=<name>` load `configs/training/<group>/<name>.yaml` over the"
+        " schema's defaults (and `configs/train.yaml` over both); command-line overrides come last.",
+        "",
+    ]
+    for group in ("algo", "model", "engine"):
+        for path in sorted((root / "configs" / "training" / group).glob("*.yaml")):
+            lines += [f"#### `{group}={path.stem}`", "", "```yaml", path.read_text().rstrip(), "```", ""]
+    return lines
+
+
 def render_reference(root: Path = ROOT) -> str:
     schemas = read_schemas(root)
     yaml = read_train_yaml(root)
@@ -189,6 +204,7 @@ def render_reference(root: Path = ROOT) -> str:
     for f in schemas["TrainConfig"].fields:
         if f.type in schemas:
             lines += _table(f.name, schemas[f.type], schemas, yaml)
+    lines += _group_files(root)
     for command, name in (("agents.play", "PlayConfig"), ("agents.eval", "EvalConfig")):
         lines += [f"## `python -m {command}` (`{name}`)", ""]
         lines += _table("", schemas[name], schemas, None)
