@@ -74,6 +74,15 @@ class Components:
 
         write_trajectories(self.run_dir / "evaluations" / f"step_{step:06d}.jsonl", trajectories, append=False)
 
+    def write_report(self) -> None:
+        """Rewrite ``report.html`` (agents.view's page of the run so far); a failure is a warning, never a stop."""
+        from agents.report import write_report
+
+        try:
+            write_report(self.run_dir)
+        except Exception as exc:  # the page is for reading the run: the run goes on without it
+            log.warning("no report.html: %s", exc)
+
     def plot(self) -> None:
         from trainer.plot import plot_run
 

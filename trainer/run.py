@@ -164,6 +164,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         await _drop_evaluation_prefixes(c)
         c.write_evaluation(0, episodes)
         c.writer.write(0, {**c.warmup_metrics, **metrics0, "policy_version": float(version)})
+        c.write_report()
         log.info(_evaluation_line(metrics0))
     pending = rollout_task(config, c, step + 1, version)
     while step < config.trainer.total_steps:
@@ -210,6 +211,8 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         c.faults.after_step(step, result)  # logs dropped groups; stops after trainer.max_failed_steps failed steps
         if config.trainer.sample_every and (step == 1 or step % config.trainer.sample_every == 0):
             c.write_samples(step, [t for group in result.groups for t in group])
+        if evaluation_due(config, step) or step == config.trainer.total_steps:
+            c.write_report()  # at each held-out evaluation and at the end, so a stopped run has one
         if (config.trainer.checkpoint_every and step % config.trainer.checkpoint_every == 0) or (
             step == config.trainer.total_steps
         ):

@@ -102,7 +102,8 @@
     const envSelect = document.getElementById("filter-env");
     for (const s of envs) envSelect.appendChild(el("option", { value: s }, s));
     for (const id of ["filter-source", "filter-success", "filter-env", "filter-seed"]) {
-      document.getElementById(id).addEventListener("input", () => { state.page = 0; applyFilters(); });
+      const refilter = () => { state.page = 0; applyFilters(); };
+      document.getElementById(id).addEventListener(id === "filter-seed" ? "input" : "change", refilter);
     }
     document.getElementById("page-prev").addEventListener("click", () => { state.page -= 1; renderList(); });
     document.getElementById("page-next").addEventListener("click", () => { state.page += 1; renderList(); });

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from agents.record import EpisodeRecord
 from agents.report.curves import curve_panels, parse_metrics
 from agents.report.episodes import parse_lines
-from agents.report.page import build_report, render_html, report_data
+from agents.report.page import build_report, render_html, report_data, write_report
 from agents.trajectory import Trajectory, write_trajectories
 from agents.view import main, parse_args
 
@@ -252,3 +254,21 @@ def test_a_directory_that_is_not_a_run_is_refused(tmp_path: Path, capsys) -> Non
 def test_help_prints_the_usage(capsys) -> None:
     assert main(["--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: python -m agents.view")
+
+
+def test_write_report_replaces_the_runs_page_whole(tmp_path: Path) -> None:
+    write_trajectories(tmp_path / "evaluations" / "step_000000.jsonl", [hand_built_trajectory()])
+    (tmp_path / "report.html").write_text("an older page")
+    path = write_report(tmp_path, tokenizer=FakeTokenizer())
+    assert path == tmp_path / "report.html" and not (tmp_path / "report.html.tmp").exists()
+    assert page_data(path.read_text())["episodes"][0]["tokens"]["mask"] == hand_built_trajectory().response_mask
+
+
+def test_a_report_that_cannot_be_written_is_a_warning_of_the_run_never_a_stop(tmp_path: Path, caplog) -> None:
+    from trainer.components import Components
+
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    with caplog.at_level(logging.WARNING, logger="trainer.run"):
+        Components.write_report(SimpleNamespace(run_dir=not_a_folder))  # the one method the hook calls
+    assert [r.getMessage().startswith("no report.html: ") for r in caplog.records] == [True]
