@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -53,3 +54,18 @@ def _heading_anchors(path: Path) -> set[str]:
 
     headings = re.findall(r"^#{1,6} (.+)$", path.read_text(), flags=re.MULTILINE)
     return {slugify(heading.replace("`", ""), "-") for heading in headings}
+
+
+def test_configuration_reference_reads_schema_and_train_yaml() -> None:
+    """The generated rows carry the schema's default, train.yaml's value and their comments."""
+    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "docs" / "hooks" / "config_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while they are built
+    spec.loader.exec_module(module)
+    page = module.render_reference()
+    # TrainerOptions.total_steps = 20 in trainer/config.py; configs/train.yaml sets 12 with no comment
+    assert "| `total_steps` | `int` | `20` | `12` |  |" in page
+    # a field inside a nested dataclass, under its dotted section, with its inline comment
+    assert "### `algo.shaping`" in page and "0: off" in page
+    # the agents' commands, fields of the shared LLMOptions base included
+    assert "## `python -m agents.eval` (`EvalConfig`)" in page and "| `temperature` | `float` | `0.7` |" in page

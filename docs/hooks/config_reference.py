@@ -9,7 +9,9 @@ build imports nothing of turngym (no torch, no Hydra) and the page cannot drift 
 from __future__ import annotations
 
 import ast
+import html
 import io
+import json
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,11 +132,30 @@ def read_train_yaml(root: Path = ROOT) -> dict[str, tuple[str, str]]:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Plain text for a table cell: pipes escaped, ``<placeholders>`` kept as text."""
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def _code(text: str) -> str:
-    return f"`{_cell(text)}`" if text else ""
+    """A code span for a table cell (a pipe inside a code span does not split the cell)."""
+    return f"`{text}`" if text else ""
+
+
+def _as_yaml(default: str) -> str:
+    """A Python default as it is written on the command line: ``True`` -> ``true``, ``None`` -> ``null``."""
+    try:
+        value = ast.literal_eval(default)
+    except (ValueError, SyntaxError):
+        return default
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _merge_comments(schema_comment: str, yaml_comment: str) -> str:
+    if not yaml_comment or yaml_comment == schema_comment:
+        return schema_comment
+    if not schema_comment:
+        return yaml_comment
+    return f"{schema_comment} (`train.yaml`: {yaml_comment})"
 
 
 def _all_fields(schema: Schema, schemas: dict[str, Schema]) -> list[Field]:
@@ -160,13 +181,13 @@ def _table(prefix: str, schema: Schema, schemas: dict[str, Schema], yaml: dict |
             nested.append((key, schemas[f.type]))
             default = f"see `{key}`"
         else:
-            default = _code(f.default)
+            default = _code(_as_yaml(f.default))
         comment = f.comment
         row = [f"`{f.name}`", _code(f.type), default]
         if with_yaml:
             value, yaml_comment = yaml.get(key, ("", ""))
             row.append(_code(value))
-            comment = "; ".join(c for c in (comment, yaml_comment) if c)
+            comment = _merge_comments(comment, yaml_comment)
         row.append(_cell(comment))
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
