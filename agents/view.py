@@ -76,8 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_error(f"no such run directory or file: {source}")
     if source.is_dir() and not any((source / name).exists() for name in ("metrics.jsonl", "evaluations", "samples")):
         return print_error(f"{source} is not a run directory (no metrics.jsonl, evaluations/ or samples/)")
+    from agents.cli import UsageError
+    from agents.preflight import check_model
     from agents.report.page import REPORT_FILE, build_report, render_html
 
+    try:
+        if model is not None:  # before a hub lookup of a name that is no model retries for a minute
+            check_model(model)
+    except UsageError as exc:
+        return print_error(str(exc).replace("model=", "--model "))
     try:
         report = build_report(source, model=model)
     except (OSError, ValueError) as exc:

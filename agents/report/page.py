@@ -106,11 +106,14 @@ def _add_vocab(report: Report, tokenizer: Any, model: str | None, run_dir: Path 
         if name is None:
             report.notes.append("no model known (give --model NAME): turns are shown without the token view")
             return
+        from agents.cli import UsageError
         from agents.models import load_tokenizer
+        from agents.preflight import check_model
 
         try:
+            check_model(name)  # a name that is no model fails here, not after a minute of hub retries
             tokenizer = load_tokenizer(name)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, UsageError) as exc:
             if model is not None:  # asked for by name: the caller says so
                 raise
             report.notes.append(f"the tokenizer of model {name!r} did not load ({exc}): no token view")

@@ -263,5 +263,6 @@
   applyFilters();
   window.addEventListener("hashchange", followHash);
   followHash();
+  document.body.dataset.readyMs = performance.now().toFixed(1); // since navigation start: the load benchmark
   document.body.dataset.ready = "1";
 })();

@@ -236,6 +236,7 @@ def test_command_line_arguments() -> None:
         (["/no/such/run"], "no such run directory or file: /no/such/run"),
         (["a", "--bogus"], "unknown flag '--bogus'"),
         ([], "give a run directory or an episodes JSONL file"),
+        (["pyproject.toml", "--model", "./no/such/model"], "--model ./no/such/model is not a directory"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(args: list[str], message: str) -> None:
@@ -272,3 +273,14 @@ def test_a_report_that_cannot_be_written_is_a_warning_of_the_run_never_a_stop(tm
     with caplog.at_level(logging.WARNING, logger="trainer.run"):
         Components.write_report(SimpleNamespace(run_dir=not_a_folder))  # the one method the hook calls
     assert [r.getMessage().startswith("no report.html: ") for r in caplog.records] == [True]
+
+
+def test_the_token_text_comes_from_the_named_models_tokenizer(tmp_path: Path) -> None:
+    from agents.models import load_tokenizer
+
+    path = tmp_path / "episodes.jsonl"
+    write_trajectories(path, [hand_built_trajectory()])
+    assert main([str(path), "--model", "tiny"]) == 0
+    vocab = page_data((tmp_path / "episodes.html").read_text())["vocab"]
+    tokenizer = load_tokenizer("tiny")
+    assert vocab == {str(i): tokenizer.decode([i]) for i in VOCAB}
