@@ -120,7 +120,33 @@ def _add_vocab(report: Report, tokenizer: Any, model: str | None, run_dir: Path 
             return
     trajectories = [e.trajectory for e in report.episodes if e.trajectory is not None]
     ids = sorted({i for t in trajectories for i in (*t.prompt_ids, *t.response_ids)})
-    report.vocab = {i: tokenizer.decode([i], skip_special_tokens=False) for i in ids}
+    report.vocab = {i: token_text(tokenizer, i) for i in ids}
+
+
+def token_text(tokenizer: Any, token_id: int) -> str:
+    """The text of one token. A byte-level token that holds part of a UTF-8 character (``√`` is two tokens)
+    decodes alone to U+FFFD; it is shown as its bytes instead (``\\xe2\\x88``), so no token reads as ``�``."""
+    text = tokenizer.decode([token_id], skip_special_tokens=False)
+    if "\ufffd" not in text or not hasattr(tokenizer, "convert_ids_to_tokens"):
+        return text
+    piece = tokenizer.convert_ids_to_tokens(token_id)
+    decoder = _byte_decoder()
+    if not isinstance(piece, str) or not piece or any(c not in decoder for c in piece):
+        return text
+    return bytes(decoder[c] for c in piece).decode("utf-8", errors="backslashreplace")
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, reversed: each printable stand-in character -> the byte it stands for."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    stand_ins, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            stand_ins[chr(byte)] = byte
+        else:
+            stand_ins[chr(256 + extra)] = byte
+            extra += 1
+    return stand_ins
 
 
 def render_html(report: Report) -> str:

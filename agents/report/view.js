@@ -95,10 +95,14 @@
 
   // ----------------------------------------------------------------------------------- episode list
   function fillFilters() {
-    const sources = [...new Set(DATA.episodes.map((e) => e.source))];
+    const steps = new Map(DATA.episodes.map((e) => [e.source, e.step]));
+    const sources = [...steps.keys()].sort((a, b) => (steps.get(a) ?? -1) - (steps.get(b) ?? -1) || a.localeCompare(b));
     const envs = [...new Set(DATA.episodes.map((e) => e.env))].sort();
     const sourceSelect = document.getElementById("filter-source");
-    for (const s of sources) sourceSelect.appendChild(el("option", { value: s }, s));
+    for (const s of sources) {
+      const folder = s.includes("/") ? s.split("/")[0] + " · " : "";
+      sourceSelect.appendChild(el("option", { value: s }, steps.get(s) === null ? s : `${folder}step ${steps.get(s)}`));
+    }
     const envSelect = document.getElementById("filter-env");
     for (const s of envs) envSelect.appendChild(el("option", { value: s }, s));
     for (const id of ["filter-source", "filter-success", "filter-env", "filter-seed"]) {

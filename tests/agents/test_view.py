@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from agents.record import EpisodeRecord
 from agents.report.curves import curve_panels, parse_metrics
 from agents.report.episodes import parse_lines
-from agents.report.page import build_report, render_html, report_data, write_report
+from agents.report.page import build_report, render_html, report_data, token_text, write_report
 from agents.trajectory import Trajectory, write_trajectories
 from agents.view import main, parse_args
 
@@ -284,3 +284,23 @@ def test_the_token_text_comes_from_the_named_models_tokenizer(tmp_path: Path) ->
     vocab = page_data((tmp_path / "episodes.html").read_text())["vocab"]
     tokenizer = load_tokenizer("tiny")
     assert vocab == {str(i): tokenizer.decode([i]) for i in VOCAB}
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer():
+    from agents.models import load_tokenizer
+
+    return load_tokenizer("tiny")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.characters(blacklist_characters="\\", blacklist_categories=("Cs",)), max_size=12))
+def test_token_texts_join_to_the_texts_bytes_with_no_replacement_character(tiny_tokenizer, text: str) -> None:
+    ids = tiny_tokenizer.encode(text, add_special_tokens=False)
+    if tiny_tokenizer.decode(ids) != text:  # the tokenizer itself does not round-trip this text
+        return
+    pieces = [token_text(tiny_tokenizer, i) for i in ids]
+    assert all("\ufffd" not in piece for piece in pieces)
+    # a partial character is shown as its bytes, \xNN each: put them back and the pieces are the text
+    unescaped = [re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), p.encode()) for p in pieces]
+    assert b"".join(unescaped) == text.encode("utf-8")

@@ -109,7 +109,9 @@ def test_the_list_is_paged_and_the_filters_count_the_visible_episodes(browser, r
     solved = [i for i in range(EVAL_EPISODES) if i % 3 == 0] + [EVAL_EPISODES, EVAL_EPISODES + 1]
     assert visible_rows(browser) == solved  # back on the first page
     assert browser.find_element(By.ID, "episode-count").text == f"{len(solved)} of {EVAL_EPISODES + 2} episodes"
-    Select(browser.find_element(By.ID, "filter-source")).select_by_value("samples/step_000001")
+    step_select = Select(browser.find_element(By.ID, "filter-source"))
+    assert [o.text for o in step_select.options] == ["all", "samples · step 1", "evaluations · step 4"]
+    step_select.select_by_value("samples/step_000001")
     assert visible_rows(browser) == [EVAL_EPISODES, EVAL_EPISODES + 1]
     Select(browser.find_element(By.ID, "filter-source")).select_by_value("")
     Select(browser.find_element(By.ID, "filter-success")).select_by_value("")
