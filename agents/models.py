@@ -26,6 +26,7 @@ same time both succeed (the second rename loses and its copy is deleted).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -33,7 +34,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ __all__ = [
     "cache_root",
     "load_model",
     "load_tokenizer",
+    "quiet_progress_bars",
     "resolve_model",
     "smollm2_path",
     "tiny_model_path",
@@ -67,6 +69,31 @@ def cache_root() -> Path:
     """``$TURNGYM_CACHE`` if set, else ``~/.cache/turngym`` (not created here)."""
     env = os.environ.get("TURNGYM_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "turngym"
+
+
+@contextlib.contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Inside the block, transformers and huggingface_hub draw no progress bars; outside, as they were.
+
+    Loading and saving a model draw per-tensor and per-shard bars ("Loading weights", "Writing model
+    shards"); in a run's console or log they are debris. The switch is process-wide while the block
+    runs (transformers has no other), and is put back afterwards, so a caller's own settings hold.
+    """
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hub_bars_were_off = are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # and huggingface_hub's
+    try:
+        yield
+    finally:
+        if bars_were_on:
+            hf_logging.enable_progress_bar()
+        if hub_bars_were_off:
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
 
 
 def _build_cached(name: str, build: Callable[[Path], None], meta: dict[str, Any]) -> Path:
@@ -121,16 +148,23 @@ def _convert_smollm2(gguf: Path, out: Path) -> None:
     for module, package in (("gguf", "gguf"), ("accelerate", "accelerate")):
         if importlib.util.find_spec(module) is None:
             raise ImportError(f"converting the SmolLM2 GGUF file needs {package}: pip install {package}")
+    from unittest import mock
+
+    import transformers.modeling_gguf_pytorch_utils as gguf_loader
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
-    # The weights are de-quantized now: the saved config must not ask for the GGUF loader again.
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
+    # The GGUF reader draws its de-quantizing bar with tqdm itself, past transformers' switch: that one
+    # call site gets a tqdm with the bar off, for the length of the conversion only.
+    quiet_tqdm = functools.partial(gguf_loader.tqdm, disable=True)
+    with quiet_progress_bars(), mock.patch.object(gguf_loader, "tqdm", quiet_tqdm):
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+        # The weights are de-quantized now: the saved config must not ask for the GGUF loader again.
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        model.save_pretrained(out, safe_serialization=True)
+        tokenizer.save_pretrained(out)
 
 
 def smollm2_path() -> Path:
@@ -169,7 +203,8 @@ def _build_tiny(out: Path) -> None:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(TINY_SEED)
         model = LlamaForCausalLM(config)
-    model.save_pretrained(out, safe_serialization=True)
+    with quiet_progress_bars():
+        model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
 
 
@@ -219,11 +254,9 @@ def load_model(name: str, dtype: str | torch.dtype = "float32", device: str | to
         if not isinstance(resolved, torch.dtype):
             raise ValueError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
         dtype = resolved
-    from transformers.utils import logging as hf_logging
-
-    # A per-tensor progress bar on every load is noise in the eval and play output.
-    hf_logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(resolve_model(name), dtype=dtype)
+    path = resolve_model(name)
+    with quiet_progress_bars():  # a per-tensor bar on every load is noise in a run's, eval's or play's output
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     return model.to(device).eval()
 
 

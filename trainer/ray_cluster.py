@@ -7,8 +7,10 @@ ray = import_ray()                           # Ray itself, or an ImportError nam
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["default_object_store_bytes", "import_ray", "init_ray"]
@@ -53,12 +55,39 @@ def init_ray(
     if ray.is_initialized():
         return
     quiet = {"logging_level": logging.WARNING, "log_to_driver": log_to_driver}
-    if address is not None:
-        ray.init(address=address, **quiet)
-        return
-    if object_store_memory == "auto":
-        object_store_memory = default_object_store_bytes()
-    # Ray starts its workers at nice 15; here the workers (engine, learner, environments) are the whole job,
-    # and at nice 15 any other process on a small machine starves them.
-    os.environ.setdefault("RAY_worker_niceness", "0")
-    ray.init(num_cpus=num_cpus, object_store_memory=object_store_memory, include_dashboard=False, **quiet)
+    with _auth_notice_dropped():
+        if address is not None:
+            ray.init(address=address, **quiet)
+            return
+        if object_store_memory == "auto":
+            object_store_memory = default_object_store_bytes()
+        # Ray starts its workers at nice 15; here the workers (engine, learner, environments) are the whole job,
+        # and at nice 15 any other process on a small machine starves them.
+        os.environ.setdefault("RAY_worker_niceness", "0")
+        ray.init(num_cpus=num_cpus, object_store_memory=object_store_memory, include_dashboard=False, **quiet)
+
+
+#: Ray's logger for its token-authentication set-up, and the start of the notice it logs as a warning when it
+#: turns token authentication on for a new local cluster (Ray 2.5x).
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+RAY_AUTH_ENABLED_NOTICE = "Token authentication is enabled for this Ray cluster."
+
+
+def _is_not_auth_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(RAY_AUTH_ENABLED_NOTICE)
+
+
+@contextlib.contextmanager
+def _auth_notice_dropped() -> Iterator[None]:
+    """Drop Ray's notice that token authentication is on (the secure default, nothing to act on) while Ray starts.
+
+    Authentication itself is left as Ray sets it. Only that notice goes: Ray's warning that a cluster runs
+    *without* token authentication still shows. Workers inherit ``RAY_AUTH_MODE=token`` from the driver and
+    log no notice of their own.
+    """
+    logger = logging.getLogger(RAY_AUTH_LOGGER)
+    logger.addFilter(_is_not_auth_notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_is_not_auth_notice)

@@ -53,7 +53,7 @@ from agents.engines.base import EngineStats, FinishReason, Generation, SamplingP
 from agents.engines.hf_kv import PrefixCache, RunningBatch, cache_from_prefix, sequence_kv
 from agents.engines.hf_sampling import sample_next_tokens
 from agents.memory import return_free_memory
-from agents.models import cache_keyword
+from agents.models import cache_keyword, quiet_progress_bars
 
 if TYPE_CHECKING:
     from agents.engines.registry import EngineSpec
@@ -398,7 +398,8 @@ def _load_model(model_or_path: Any, device: str, dtype: torch.dtype | None) -> A
     if isinstance(model_or_path, str | Path):
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(str(model_or_path), dtype=dtype or torch.float32)
+        with quiet_progress_bars():
+            model = AutoModelForCausalLM.from_pretrained(str(model_or_path), dtype=dtype or torch.float32)
     else:
         model = model_or_path
     model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device)

@@ -37,6 +37,7 @@ envs (user-sim, judges as agents); a taskset that declares toolsets is refused w
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -142,7 +143,11 @@ class VerifiersEnv(TextEnv):
         self.max_action_chars = int(max_action_chars)
         self.instructions = self.tasks[0].data.system_prompt or DEFAULT_INSTRUCTIONS
         self.action_format = f"<{answer_tag}>...</{answer_tag}>" if answer_tag else "free text"
-        self._driver: EpisodeDriver | None = None
+        self._episode = _EpisodeSlot()
+        # An env dropped mid-episode, or still open at interpreter exit, ends its episode as close() does: the
+        # finalizer holds the slot, never the env, and weakref.finalize also runs at exit, before module
+        # globals are cleared (a pending episode then would print "Task was destroyed but it is pending!").
+        weakref.finalize(self, self._episode.close_when_dropped)
         self._task: Any = None
         self._transcript: list[str] = []
 
@@ -154,8 +159,8 @@ class VerifiersEnv(TextEnv):
         index = self._check_index(int(self.np_random.integers(len(self.tasks))) if index is None else index)
         self._task = self.tasks[index]
         self.close()
-        self._driver = EpisodeDriver(self.vf_env, self._task)
-        turn = self._driver.start()
+        self._episode.driver = EpisodeDriver(self.vf_env, self._task)
+        turn = self._episode.driver.start()
         if turn.finished:
             raise RuntimeError(f"the verifiers episode of task {index} ended before asking for any reply")
         parts = [
@@ -195,9 +200,11 @@ class VerifiersEnv(TextEnv):
         return [f"<{self.answer_tag}>{answer}</{self.answer_tag}>" if self.answer_tag else str(answer)]
 
     def close(self) -> None:
-        if self._driver is not None:
-            self._driver.close()
-            self._driver = None
+        self._episode.close()
+
+    @property
+    def _driver(self) -> EpisodeDriver | None:
+        return self._episode.driver
 
     # ----------------------------------------------------------------------------------------------
     # Helpers
@@ -240,3 +247,20 @@ class VerifiersEnv(TextEnv):
         if index is not None and not 0 <= int(index) < len(self.tasks):
             raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index}")
         return None if index is None else int(index)
+
+
+class _EpisodeSlot:
+    """An env's current episode, apart from the env, so that the env's finalizer can end it."""
+
+    def __init__(self) -> None:
+        self.driver: EpisodeDriver | None = None
+
+    def close(self) -> None:
+        if self.driver is not None:
+            self.driver.close()
+            self.driver = None
+
+    def close_when_dropped(self) -> None:
+        if self.driver is not None:
+            self.driver.close_when_dropped()
+            self.driver = None

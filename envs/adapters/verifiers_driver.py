@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import sys
+import threading
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,24 +203,30 @@ class EpisodeDriver:
         return self._advance()
 
     def close(self) -> None:
-        """Cancel an unfinished episode and close the loop."""
+        """Cancel an unfinished episode (its exchange still closes) and close the loop; closing twice is harmless."""
         if self._loop.is_closed():
-            return
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            self._run(asyncio.wait([self._task]))
-        self._loop.close()
-
-    def __del__(self) -> None:
-        # An environment dropped mid-episode: cancel its episode (the exchange still closes). Not where an
-        # event loop runs: the garbage collector may be interrupting a server's loop, which must not block.
-        if sys.is_finalizing():
             return
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            with contextlib.suppress(Exception):
-                self.close()
+            _end_loop(self._loop, self._task)
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(_end_loop, self._loop, self._task).result()
+
+    def close_when_dropped(self) -> None:
+        """:meth:`close` for an episode nobody closed (its env's finalizer); the garbage collector may call it.
+
+        Where another event loop runs in this thread (a server's, interrupted by the garbage collector), the
+        episode unwinds in a thread of its own, not waited on: waiting could block that loop, or deadlock on
+        a lock this thread holds.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.close()
+            return
+        threading.Thread(target=self.close, name="verifiers-episode-end", daemon=True).start()
 
     def _advance(self) -> Turn:
         assert self._task is not None
@@ -238,3 +244,25 @@ class EpisodeDriver:
             return self._loop.run_until_complete(awaitable)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(self._loop.run_until_complete, awaitable).result()
+
+
+def _end_loop(loop: asyncio.AbstractEventLoop, task: asyncio.Task | None) -> None:
+    """Cancel ``task`` and whatever else is pending on ``loop``, let them unwind, close ``loop``.
+
+    No event loop may be running in the calling thread.
+    """
+    pending = {t for t in asyncio.all_tasks(loop) if not t.done()}
+    if task is not None and not task.done():
+        pending.add(task)
+    for pending_task in pending:
+        pending_task.cancel()
+
+    async def unwind() -> None:
+        if pending:
+            await asyncio.wait(pending)
+        await loop.shutdown_asyncgens()
+
+    try:
+        loop.run_until_complete(unwind())
+    finally:
+        loop.close()
