@@ -198,8 +198,9 @@
       meta.appendChild(el("span", {}, `reward ${fmt(turn.reward, 2)}`));
       if (turn.valid === false) meta.appendChild(el("span", { class: "invalid" }, " · invalid action"));
       else if (turn.valid === true) meta.appendChild(el("span", {}, " · valid action"));
+      const info = Object.entries(turn.info).map(([k, v]) => `${k} ${typeof v === "object" ? JSON.stringify(v) : v}`);
+      if (info.length) meta.appendChild(el("span", { class: "turn-info" }, " · " + info.join(" · ")));
       div.appendChild(meta);
-      if (Object.keys(turn.info).length) div.appendChild(infoBlock("info", turn.info));
       box.appendChild(div);
     });
     if (e.final) {
