@@ -154,10 +154,14 @@
   // -------------------------------------------------------------------------------------- one episode
   function openEpisode(i, tab) {
     const e = DATA.episodes[i];
-    if (!e) return;
-    state.open = i;
     const detail = document.getElementById("detail");
     detail.hidden = false;
+    if (!e) {
+      document.getElementById("detail-title").textContent = `No episode ${i}: the report has ${DATA.episodes.length}`;
+      for (const id of ["detail-summary", "turns", "tokens"]) document.getElementById(id).replaceChildren();
+      return;
+    }
+    state.open = i;
     document.getElementById("detail-title").textContent = `Episode ${i}: ${e.env}, seed ${e.seed} (${e.source})`;
     document.getElementById("detail-summary").textContent =
       `${e.success ? "solved" : "not solved"} · return ${fmt(e.return, 2)} · ${e.turns.length} turn(s) · ` +

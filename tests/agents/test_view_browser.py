@@ -155,6 +155,10 @@ def test_a_deep_link_opens_that_episodes_token_view(browser, report_url: str) ->
     assert browser.execute_script("return document.getElementById('detail-title').textContent").startswith(
         "Episode 77: sokoban, seed 177"
     )
+    browser.execute_script("location.hash = 'episode=999'")
+    assert browser.execute_script("return document.getElementById('detail-title').textContent") == (
+        "No episode 999: the report has 132"
+    )
     browser.execute_script("location.hash = 'episode=131'")  # a sample: no token ids, so its turns
     assert browser.execute_script("return document.getElementById('detail-title').textContent").startswith(
         "Episode 131: sokoban, seed 8"
