@@ -29,6 +29,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 __all__ = ["ProgressDisplay", "format_duration", "progress_line"]
 
@@ -131,13 +132,18 @@ class ProgressDisplay:
             self._start_bar()
 
     def _start_bar(self) -> None:
+        # One line, whatever the terminal's width: the step count, bar and time keep their width, the figures
+        # take what is left and end in an ellipsis where they do not fit (rich shrank every column before,
+        # down to "ste…" on 80 columns).
+        step_width = len(f"step {self.total_steps}/{self.total_steps}")
         self._progress = Progress(
-            TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
-            BarColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[stats]}"),
+            TextColumn("step {task.completed:.0f}/{task.total:.0f}", table_column=Column(min_width=step_width)),
+            BarColumn(bar_width=20),
+            TimeElapsedColumn(table_column=Column(min_width=len("0:00:00"))),
+            TextColumn("{task.fields[stats]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
             console=self.console,
             refresh_per_second=2,  # steps take seconds to minutes: redrawing faster only costs CPU
+            expand=True,
         )
         self._task = self._progress.add_task("train", total=self.total_steps, completed=self.start_step, stats="")
         self._progress.start()

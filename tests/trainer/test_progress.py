@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from io import StringIO
 
 import pytest
@@ -112,6 +113,18 @@ def test_a_terminal_gets_a_live_bar():
     assert "step 3/20" in text
     assert "reward 0.41  success 12.5%  tok/s 310  step 41.2s  eta 5m40s" in text
     assert "━" in text  # the bar itself
+
+
+def test_a_narrow_terminal_keeps_the_step_and_bar_whole_and_cuts_the_figures():
+    out = StringIO()
+    console = Console(file=out, width=80, force_terminal=True, color_system=None)
+    with ProgressDisplay(120, console=console, clock=Clock()) as progress:
+        progress.update(3, METRICS)
+    frames = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue()).replace("\r", "\n").splitlines()
+    last = [frame for frame in frames if frame.strip()][-1]
+    # rich shrank every column before, the step count first: "ste… reward 0.41 ..."
+    assert re.fullmatch(r"step 3/120 +╸ +0:00:00 reward 0\.41  success 12\.5%.*…", last.rstrip()), last
+    assert len(last.rstrip()) <= 80
 
 
 @pytest.mark.parametrize(
