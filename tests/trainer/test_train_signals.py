@@ -94,6 +94,8 @@ def test_sigterm_stops_the_run_closes_everything_it_started_and_exits_143(tmp_pa
     finally:
         if run.poll() is None:
             run.kill()
+    text = read(log)  # and no debris off a terminal: Ray's notice that token authentication is on, progress bars
+    assert "Token authentication is enabled" not in text and "%|" not in text and "\r" not in text, text[-3000:]
 
 
 @pytest.mark.parametrize("phase", ["starting Ray", "starting the engine"])
