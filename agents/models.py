@@ -79,7 +79,7 @@ def quiet_progress_bars() -> Iterator[None]:
     shards"); in a run's console or log they are debris. The switch is process-wide while the block
     runs (transformers has no other), and is put back afterwards, so a caller's own settings hold.
     """
-    from huggingface_hub.utils import are_progress_bars_disabled
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
     from transformers.utils import logging as hf_logging
 
     bars_were_on = hf_logging.is_progress_bar_enabled()
@@ -89,11 +89,8 @@ def quiet_progress_bars() -> Iterator[None]:
         yield
     finally:
         if bars_were_on:
-            hf_logging.enable_progress_bar()
-        if hub_bars_were_off:
-            from huggingface_hub.utils import disable_progress_bars
-
-            disable_progress_bars()
+            hf_logging.enable_progress_bar()  # and huggingface_hub's: set apart just below
+        (disable_progress_bars if hub_bars_were_off else enable_progress_bars)()
 
 
 def _build_cached(name: str, build: Callable[[Path], None], meta: dict[str, Any]) -> Path:

@@ -78,12 +78,14 @@ def test_quiet_progress_bars_puts_the_callers_setting_back() -> None:
             with quiet_progress_bars():
                 assert not hf_logging.is_progress_bar_enabled() and are_progress_bars_disabled()
             assert hf_logging.is_progress_bar_enabled() is on and are_progress_bars_disabled() is not on
-        # huggingface_hub's bars off, transformers' on: each comes back as it was
-        hf_logging.enable_progress_bar()
-        disable_progress_bars()
-        with quiet_progress_bars():
-            pass
-        assert hf_logging.is_progress_bar_enabled() and are_progress_bars_disabled()
+        # one library's bars off, the other's on: each comes back as it was
+        for transformers_on, hub_on in ((True, False), (False, True)):
+            hf_logging.enable_progress_bar() if transformers_on else hf_logging.disable_progress_bar()
+            enable_progress_bars() if hub_on else disable_progress_bars()
+            with quiet_progress_bars():
+                assert not hf_logging.is_progress_bar_enabled() and are_progress_bars_disabled()
+            assert hf_logging.is_progress_bar_enabled() is transformers_on
+            assert are_progress_bars_disabled() is not hub_on
     finally:
         hf_logging.enable_progress_bar() if was_on else hf_logging.disable_progress_bar()
         disable_progress_bars() if hub_was_off else enable_progress_bars()
