@@ -108,6 +108,8 @@ def test_ppo_run_writes_everything_and_keeps_the_engine_in_sync(tmp_path):
     # Outputs.
     assert (run_dir / "config.yaml").is_file() and any((run_dir / "tensorboard").iterdir())
     assert (run_dir / "learning_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (run_dir / "report.html").read_text()  # agents.view's page, written at the end of the run
+    assert report.lstrip().lower().startswith("<!doctype html") and "step_000002" in report
     samples = [json.loads(line) for line in (run_dir / "samples" / "step_000002.jsonl").read_text().splitlines()]
     assert len(samples) == 4 and samples[0]["messages"][0]["role"] == "system"
     checkpoint = run_dir / "checkpoints" / "step_000003"
