@@ -128,15 +128,13 @@ def test_wrapping_a_model_with_lora_shows_no_future_warning(tmp_path: Path, monk
     monkeypatch.setenv("TURNGYM_CACHE", str(tmp_path))
     from agents.models import load_model
     from trainer.learner_specs import LoraSpec, with_lora
-    from trainer.learner_worker import peft_deprecations_ignored
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with peft_deprecations_ignored():
-            with_lora(load_model("tiny"), LoraSpec(rank=8))
+        with_lora(load_model("tiny"), LoraSpec(rank=8))
         assert not [w for w in caught if issubclass(w.category, FutureWarning)], [str(w.message) for w in caught]
         warnings.warn("`is_gradient_checkpointing` is deprecated", FutureWarning, stacklevel=1)
-        assert len(caught) == 1  # outside the block, the filter is gone
+        assert len(caught) == 1  # once the model is wrapped, the filter is gone
 
 
 # --------------------------------------------------------------------------------------------------

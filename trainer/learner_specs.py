@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,14 +137,28 @@ def disable_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
+#: What peft 0.21 makes transformers 5 warn about when it wraps a model: its own use of a renamed property.
+PEFT_DEPRECATION_MESSAGE = r"`is_gradient_checkpointing` is deprecated"
+
+
 def with_lora(model: nn.Module, spec: LoraSpec) -> nn.Module:
+    """``model`` wrapped with peft's LoRA adapters as ``spec`` says.
+
+    ``get_peft_model`` reads ``model.is_gradient_checkpointing``, which transformers 5 deprecates with a
+    FutureWarning (raised in ``transformers.modeling_utils``): a note to peft's authors, nothing a user can act
+    on. Only that message is filtered, only while the model is wrapped.
+    """
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError as exc:
         raise ImportError('LoRA needs peft: pip install "turngym[lora]"') from exc
     targets = spec.target_modules if isinstance(spec.target_modules, str) else list(spec.target_modules)
     config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout, target_modules=targets)
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=PEFT_DEPRECATION_MESSAGE, category=FutureWarning, module=r"transformers\.modeling_utils"
+        )
+        return get_peft_model(model, config)
 
 
 def merge_lora_state_dict(state: dict[str, Tensor], spec: LoraSpec) -> dict[str, Tensor]:

@@ -33,9 +33,8 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -156,11 +155,9 @@ class ModelWorker:
         if self.spec.role == "reference":
             model.requires_grad_(False)
         elif self.spec.lora.rank > 0 and self.spec.role == "critic":  # adapters on the decoder; the head trains whole
-            with peft_deprecations_ignored():
-                model.backbone = with_lora(model.backbone, self.spec.lora)
+            model.backbone = with_lora(model.backbone, self.spec.lora)
         elif self.spec.lora.rank > 0:
-            with peft_deprecations_ignored():
-                model = with_lora(model, self.spec.lora)
+            model = with_lora(model, self.spec.lora)
         if self.spec.gradient_checkpointing and self.spec.role != "reference":
             model.gradient_checkpointing_enable()
         model.to(self.device)
@@ -486,23 +483,6 @@ class ModelWorker:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-#: What peft 0.21 makes transformers 5 warn about when it wraps a model: its own use of a renamed property.
-PEFT_DEPRECATION_MESSAGE = r"`is_gradient_checkpointing` is deprecated"
-
-
-@contextmanager
-def peft_deprecations_ignored() -> Iterator[None]:
-    """Inside the block, the FutureWarning that peft's ``PeftModel`` triggers in transformers is not shown.
-
-    ``get_peft_model`` reads ``model.is_gradient_checkpointing``, which transformers 5 deprecates with a
-    FutureWarning (raised in ``transformers.modeling_utils``) on every LoRA learner's start: a note to
-    peft's authors, nothing a user can act on. Only that message is filtered, only while the block runs.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message=PEFT_DEPRECATION_MESSAGE, category=FutureWarning, module=r"transformers\.modeling_utils"
-        )
-        yield
 
 
 # Rows with fewer common leading tokens run unpacked: the saving would not pay for the block mask's attention.

@@ -38,10 +38,11 @@ class ValueModel(nn.Module):
     @classmethod
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32) -> ValueModel:
         from transformers import AutoModel
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-        backbone = AutoModel.from_pretrained(str(path), dtype=dtype)
+        from agents.models import quiet_progress_bars
+
+        with quiet_progress_bars():
+            backbone = AutoModel.from_pretrained(str(path), dtype=dtype)
         model = cls(backbone).to(dtype)
         head_file = Path(path) / VALUE_HEAD_FILE
         if head_file.is_file():  # a saved critic: restore its head too
