@@ -201,7 +201,7 @@ def run_command(
     except KeyboardInterrupt as exc:  # it came while the handler was being installed or taken back
         return _exit_code(exc, None, usage_errors, failures, stopped_hint)
     if stop.signum is not None:  # the work caught the interrupt and finished early
-        return print_error(stopped_line(stop.signum, stopped_hint), SIGNAL_EXIT_BASE + stop.signum)
+        return _stopped(stop.signum, stopped_hint)
     return code
 
 
@@ -222,12 +222,35 @@ def _exit_code(
     if isinstance(exc, KeyboardInterrupt) or signum is not None:
         if signum is None:
             signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
-        return print_error(stopped_line(signum, stopped_hint), SIGNAL_EXIT_BASE + signum)
+        return _stopped(signum, stopped_hint)
     if isinstance(exc, (UsageError, *usage_errors)):
         return print_error(exc)
     if isinstance(exc, failures):
         return print_error(exc, FAILURE_EXIT)
     raise exc
+
+
+def _stopped(signum: int, hint: str) -> int:
+    """Print the stopped line; return ``128 + signum``, the code the process then exits with."""
+    _forget_nested_interrupt()
+    return print_error(stopped_line(signum, hint), SIGNAL_EXIT_BASE + signum)
+
+
+def _forget_nested_interrupt() -> None:
+    """Clear CPython's record of a ``KeyboardInterrupt`` that ended an ``exec`` of source text.
+
+    CPython notes such an interrupt in a process-wide flag (bpo-1054041) and, when the flag is still set as
+    ``python -m`` exits, kills the process with SIGINT instead of exiting with its code. ``exec`` of a string
+    runs through ``PyRun_StringFlags``, which sets the flag when the interrupt leaves it, even when the
+    command catches the interrupt further up: ``dataclasses`` and ``namedtuple`` build their methods that way
+    while modules import, so a SIGTERM landing there in the first second ended the process with -2 instead
+    of 143. Each such evaluation clears the flag when it starts, so an empty one clears it for good.
+    """
+    import ctypes
+
+    pythonapi = getattr(ctypes, "pythonapi", None)  # CPython only
+    if pythonapi is not None and hasattr(pythonapi, "PyRun_SimpleString"):
+        pythonapi.PyRun_SimpleString(b"pass")
 
 
 def _and_list(words: list[str]) -> str:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from agents.cli import UsageError, run_command, sigterm_interrupts, sigterm_reclaimed
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def compose(overrides: list[str]):
@@ -111,3 +117,33 @@ def test_a_library_that_exits_on_sigterm_is_turned_into_the_stop_and_its_handler
 def test_outside_a_command_sigterm_reclaimed_lets_system_exit_through():
     with pytest.raises(SystemExit), sigterm_reclaimed():
         raise SystemExit(3)
+
+
+@pytest.mark.parametrize("caught", [False, True], ids=["raised-to-the-command", "caught-by-the-work"])
+def test_a_stop_inside_exec_of_source_text_still_exits_143_under_python_m(tmp_path, caught):
+    """``exec`` of a string (``dataclasses`` builds ``__init__`` so while modules import) records an interrupt
+    that leaves it in a CPython flag that makes ``python -m`` end with SIGINT (-2) at exit, whatever code it
+    exits with: the command clears it. Without the clearing this exits -2 every time."""
+    work = "exec('import os, signal\\nos.kill(os.getpid(), signal.SIGTERM)\\nfor _ in range(100): pass')"
+    if caught:
+        work = f"try:\n        {work}\n    except KeyboardInterrupt:\n        pass"
+    (tmp_path / "stop_in_exec.py").write_text(
+        textwrap.dedent(
+            """\
+            import sys
+            from omegaconf import OmegaConf
+            from agents.cli import run_command
+
+            def work(config):
+                WORK
+                return 0
+
+            sys.exit(run_command("usage", lambda overrides: OmegaConf.create({}), work, []))
+            """
+        ).replace("WORK", work)
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "stop_in_exec"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (143, "turngym: error: stopped by SIGTERM\n")
