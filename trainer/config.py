@@ -33,6 +33,7 @@ from agents.command_config import align_env_turns, check_choice, compose_config,
 from agents.engines.registry import engine_kind, engine_names
 from trainer.algos.estimators import ESTIMATORS, Estimator
 from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
+from trainer.algos.off_policy import TIS_LEVELS
 from trainer.algos.policy_losses import POLICY_LOSSES
 from trainer.config_phases import EvaluationOptions, SftOptions, check_phases
 
@@ -62,9 +63,10 @@ AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.a
 class TISConfig:
     """Truncated importance sampling between the engine's and the learner's logprobs (``none`` = off)."""
 
-    level: str = "none"  # none | token | sequence
+    level: str = "auto"  # auto (token level where the step's mismatch exceeds min_mismatch) | none | token | sequence
     mode: str = "clamp"  # clamp | mask
     cap: float = 2.0
+    min_mismatch: float = 1e-3  # auto's threshold on the step's mean |learner - engine| logprob of a sampled token
 
 
 @dataclass
@@ -372,7 +374,7 @@ def _check_algo(config: TrainConfig) -> None:
     check_choice("algo.policy_loss", algo.policy_loss, tuple(POLICY_LOSSES))
     check_choice("algo.loss_agg_mode", algo.loss_agg_mode, LOSS_AGG_MODES)
     check_choice("algo.kl_estimator", algo.kl_estimator, KL_ESTIMATORS)
-    check_choice("algo.tis.level", algo.tis.level, ("none", "token", "sequence"))
+    check_choice("algo.tis.level", algo.tis.level, TIS_LEVELS)
     check_choice("algo.tis.mode", algo.tis.mode, ("clamp", "mask"))
     check_choice("algo.critic_model", algo.critic_model, CRITIC_MODELS)
     estimator = ESTIMATORS[algo.advantage]
@@ -424,6 +426,7 @@ def _check_algo(config: TrainConfig) -> None:
     )
     _require(algo.norm_length is None or algo.norm_length >= 1, "algo.norm_length must be >= 1 or null")
     _require(algo.tis.cap > 1, f"algo.tis.cap must be > 1, got {algo.tis.cap}")
+    _require(algo.tis.min_mismatch >= 0, f"algo.tis.min_mismatch must be >= 0, got {algo.tis.min_mismatch}")
     _require(0 < algo.filter_groups <= 1, f"algo.filter_groups is a fraction in (0, 1], got {algo.filter_groups}")
     _require(
         algo.filter_groups == 1 or algo.group_size >= 2,

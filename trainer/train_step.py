@@ -47,6 +47,7 @@ from trainer.algos import (
     masked_mean,
     place_turn_rewards,
     success_signal,
+    tis_level_for_step,
     truncated_is_weights,
 )
 from trainer.algos.estimators import ESTIMATORS, AdvantageInputs
@@ -224,9 +225,11 @@ async def score_batch(
         batch.values = await learner.critic.compute_values(batch, micro)
     metrics["time/score_s"] = time.perf_counter() - started
     tis = config.algo.tis
-    if tis.level != "none":
+    level = tis_level_for_step(tis.level, metrics["rollout/logprob_mismatch"], tis.min_mismatch)
+    metrics["rollout/tis_applied"] = float(level != "none")
+    if level != "none":
         batch.is_weights, stats = truncated_is_weights(
-            batch.old_logprobs, batch.rollout_logprobs, mask, level=tis.level, mode=tis.mode, cap=tis.cap
+            batch.old_logprobs, batch.rollout_logprobs, mask, level=level, mode=tis.mode, cap=tis.cap
         )
         metrics.update({f"rollout/{k}": float(v) for k, v in stats.items()})
     if batch.ref_logprobs is not None:

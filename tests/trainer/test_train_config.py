@@ -129,12 +129,14 @@ def test_each_algo_file_composes_with_its_typed_values(algo):
     for key, expected in ALGO_VALUES[algo].items():
         assert getattr(config.algo, key) == expected, key
     assert config.algo.policy_loss == ALGO_VALUES[algo].get("policy_loss", "ppo")
-    # Shared by every PPO-loss file: the clip range; by all: one epoch (of one mini-batch but for ppo), no TIS.
+    # Shared by every PPO-loss file: the clip range; by all: one epoch (of one mini-batch but for ppo), TIS in
+    # the steps whose engine-learner mismatch exceeds 1e-3 nats.
     if config.algo.policy_loss == "ppo":
         assert (config.algo.clip_low, config.algo.clip_high, config.algo.dual_clip) == (0.2, 0.2, 3.0)
     mini_batches = ALGO_VALUES[algo].get("mini_batches", 1)
     assert (config.algo.ppo_epochs, config.algo.mini_batches, config.algo.off_policy) == (1, mini_batches, False)
-    assert (config.algo.tis.level, config.algo.tis.mode, config.algo.tis.cap) == ("none", "clamp", 2.0)
+    tis = config.algo.tis
+    assert (tis.level, tis.mode, tis.cap, tis.min_mismatch) == ("auto", "clamp", 2.0, 1e-3)
     # 16 seeds a step (train.yaml) times the file's group size.
     assert config.episodes_per_step == 16 * ALGO_VALUES[algo]["group_size"]
 
@@ -272,7 +274,8 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
             ["algo.mini_batches=9 exceeds the 8 episodes of a step", "lower it"],
         ),
         (["algo.mini_batches=0"], ["algo.mini_batches must be >= 1, got 0"]),
-        (["algo.off_policy=true"], ["algo.off_policy=true", "algo.tis.level=token"]),
+        (["algo.off_policy=true", "algo.tis.level=none"], ["algo.off_policy=true", "algo.tis.level=token"]),
+        (["algo.tis.min_mismatch=-1"], ["algo.tis.min_mismatch must be >= 0, got -1"]),
         (["algo.tis.level=token", "algo.tis.cap=1.0"], ["algo.tis.cap must be > 1", "got 1.0"]),
         (["algo.tis.level=tok"], ["unknown algo.tis.level 'tok'", "did you mean 'token'", "algo.tis.level=sequence"]),
         (["algo.tis.mode=clip"], ["unknown algo.tis.mode 'clip'", "algo.tis.mode=clamp | algo.tis.mode=mask"]),

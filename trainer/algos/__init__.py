@@ -34,7 +34,14 @@ from trainer.algos.losses import (
 from trainer.algos.masked import masked_mean, masked_sum, masked_var, masked_whiten
 from trainer.algos.multiturn import discounted_returns, gae_advantages, rewards_on_sampled_tokens
 from trainer.algos.objective import ActorTerms, actor_objective
-from trainer.algos.off_policy import IS_LEVELS, IS_MODES, logprob_mismatch, truncated_is_weights
+from trainer.algos.off_policy import (
+    IS_LEVELS,
+    IS_MODES,
+    TIS_LEVELS,
+    logprob_mismatch,
+    tis_level_for_step,
+    truncated_is_weights,
+)
 from trainer.algos.policy_losses import (
     POLICY_LOSSES,
     PolicyInputs,
@@ -50,6 +57,7 @@ __all__ = [
     "KL_ESTIMATORS",
     "LOSS_AGG_MODES",
     "POLICY_LOSSES",
+    "TIS_LEVELS",
     "ActorTerms",
     "Aggregation",
     "PolicyInputs",
@@ -82,6 +90,7 @@ __all__ = [
     "select_groups_by_std",
     "sft_loss",
     "success_signal",
+    "tis_level_for_step",
     "token_logprobs",
     "truncated_is_weights",
     "value_loss",

@@ -20,10 +20,27 @@ from torch import Tensor
 
 from trainer.algos.masked import as_float_mask, masked_mean
 
-__all__ = ["IS_LEVELS", "IS_MODES", "logprob_mismatch", "truncated_is_weights"]
+__all__ = ["IS_LEVELS", "IS_MODES", "TIS_LEVELS", "logprob_mismatch", "tis_level_for_step", "truncated_is_weights"]
 
 IS_LEVELS = ("token", "sequence")
 IS_MODES = ("clamp", "mask")
+TIS_LEVELS = ("none", "auto", *IS_LEVELS)  # what a run configures; ``auto`` decides each step
+
+
+def tis_level_for_step(level: str, mismatch: float, min_mismatch: float) -> str:
+    """The level truncated importance sampling runs at in one step: ``none``, ``token`` or ``sequence``.
+
+    ``auto`` is ``token`` when the step's measured mismatch (``mean |old_logp - rollout_logp|`` over its
+    sampled tokens, :func:`logprob_mismatch`) exceeds ``min_mismatch``, else ``none``: an engine that
+    computes as the learner does (the CPU engine in float32: about 3e-5 nats) trains as if on-policy,
+    while one that does not (bf16 kernels on a GPU: about 0.035 nats) has its samples reweighted. Any
+    other level is returned as given.
+    """
+    if level not in TIS_LEVELS:
+        raise ValueError(f"unknown importance-sampling level {level!r}; choose one of {', '.join(TIS_LEVELS)}")
+    if level != "auto":
+        return level
+    return "token" if mismatch > min_mismatch else "none"
 
 
 def logprob_mismatch(a: Tensor, b: Tensor, mask: Tensor) -> Tensor:

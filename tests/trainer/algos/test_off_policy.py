@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer.algos import IS_LEVELS, IS_MODES, logprob_mismatch, truncated_is_weights
+from trainer.algos import IS_LEVELS, IS_MODES, logprob_mismatch, tis_level_for_step, truncated_is_weights
 
 # old - rollout per position (the learner's log ratio against the engine), cap C = 2 (kept range [0.5, 2]):
 #   row 0: tokens 0..2 with w = 3, 1.5, 0.25; position 3 is padding holding junk (50)
@@ -90,3 +90,23 @@ def test_arguments_are_validated(kwargs, message):
     with pytest.raises(ValueError, match=r"share one shape \[B, T\]"):
         truncated_is_weights(OLD, ROLLOUT[:, :2], MASK)
     assert IS_LEVELS == ("token", "sequence") and IS_MODES == ("clamp", "mask")
+
+
+@pytest.mark.parametrize(
+    ("level", "mismatch", "expected"),
+    [
+        ("auto", 2.7e-5, "none"),  # the CPU engine in float32 against the learner: trains as if on-policy
+        ("auto", 1e-3, "none"),  # at the threshold: not above it
+        ("auto", 0.035, "token"),  # bf16 engine kernels on a GPU: reweighted
+        ("none", 0.5, "none"),  # a level set by hand is kept whatever the mismatch
+        ("token", 0.0, "token"),
+        ("sequence", 0.0, "sequence"),
+    ],
+)
+def test_auto_corrects_only_the_steps_whose_mismatch_exceeds_the_threshold(level, mismatch, expected):
+    assert tis_level_for_step(level, mismatch, min_mismatch=1e-3) == expected
+
+
+def test_an_unknown_level_is_refused():
+    with pytest.raises(ValueError, match=r"unknown importance-sampling level 'tok'.*auto"):
+        tis_level_for_step("tok", 0.0, 1e-3)
