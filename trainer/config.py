@@ -209,6 +209,7 @@ class TrainerOptions:
     seed: int = 0
     micro_batch_size: int = 4  # rows per forward/backward on one rank
     share_prefix: bool = True  # a micro-batch's common leading tokens run once (rows packed behind them)
+    logits_chunk_size: int = 1024  # positions whose [chunk, vocabulary] logits exist at once; 0: all at once
     n_gpus: int = 0  # 0: learner on CPU (gloo); N: N GPU ranks (NCCL)
     cpu_ranks: int = 1  # learner ranks when n_gpus is 0
     learner_cpus: float = 1.0  # Ray CPU share per learner rank
@@ -524,6 +525,7 @@ def _check_trainer(config: TrainConfig) -> None:
     for name in ("checkpoint_every", "sample_every", "samples_per_step", "n_gpus", "seed", "max_failed_steps"):
         _require(getattr(trainer, name) >= 0, f"trainer.{name} must be >= 0, got {getattr(trainer, name)}")
     _require(trainer.threads is None or trainer.threads >= 1, "trainer.threads must be >= 1 or null")
+    _require(trainer.logits_chunk_size >= 0, "trainer.logits_chunk_size must be >= 0 (0: off)")
     for name in ("lr", "critic_lr"):
         _require(getattr(config.model, name) > 0, f"model.{name} must be > 0, got {getattr(config.model, name)}")
     check_choice("optim.schedule", config.optim.schedule, ("constant", "cosine"))
