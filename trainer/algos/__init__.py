@@ -16,6 +16,7 @@ from trainer.algos.advantages import (
     rloo_advantages,
     success_signal,
 )
+from trainer.algos.chunked_logits import chunked_token_logprobs
 from trainer.algos.filtering import select_groups_by_std
 from trainer.algos.losses import (
     KL_ESTIMATORS,
@@ -67,6 +68,7 @@ __all__ = [
     "aggregate",
     "apply_kl_penalty",
     "broadcast_to_tokens",
+    "chunked_token_logprobs",
     "cispo_policy_loss",
     "discounted_returns",
     "entropy_from_logits",
