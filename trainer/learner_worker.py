@@ -27,10 +27,18 @@ Packed rows. A micro-batch whose rows start with the same tokens (every episode'
 instructions) runs as one sequence with that prefix once (:func:`pack_rows`, ``WorkerSpec.share_prefix``):
 one forward call per micro-batch either way, so FSDP's hooks and collectives are unchanged, and the
 outputs and gradients are the unpacked ones up to float rounding.
+
+Chunked logits (``WorkerSpec.logits_chunk_size`` > 0). The actor and the reference run the decoder alone and
+apply the vocabulary head to its last hidden state at the response's positions only, a chunk of positions at a
+time, forward and backward (:func:`trainer.algos.chunked_token_logprobs`): no ``[rows, tokens, vocabulary]``
+logits tensor exists, and the value head reads the same hidden states. Both run inside ``head_outputs``, a
+second forward method of the root FSDP unit (:func:`_register_head_outputs`), so FSDP's hooks run as around
+``forward``. ``0`` keeps the model's own forward (logits of every kept position).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Iterator
@@ -49,6 +57,7 @@ from trainer.algos import (
     PolicyInputs,
     PolicyLossSpec,
     actor_objective,
+    chunked_token_logprobs,
     entropy_from_logits,
     sft_loss,
     token_logprobs,
@@ -168,6 +177,8 @@ class ModelWorker:
         for layer in decoder_layers(model):
             fully_shard(layer, **options)
         fully_shard(model, **options)
+        if self.spec.role != "critic":
+            _register_head_outputs(model)
         model.train(self.spec.role != "reference")
         if self.spec.role != "reference":
             disable_dropout(model)
@@ -233,6 +244,8 @@ class ModelWorker:
         """Logprobs ``[b, L]`` of each token, 0 outside each row's response; with ``with_entropy`` ``"grad"`` or
         ``"log"`` also the entropy of each position's distribution (``"log"``: without a gradient); with a
         value head the values ``[b, L]`` of the same forward (gradient to the head only), else ``None``."""
+        if self.spec.logits_chunk_size > 0:
+            return self._chunked_policy_outputs(mb, temperature, with_entropy)
         input_ids = mb.input_ids.to(self.device)
         keep = self._keep(mb)
         logits, features = self._forward(mb, keep)
@@ -251,8 +264,52 @@ class ModelWorker:
             values = _left_pad(head_values, mb.input_ids.shape[1]) * region
         return logprobs, entropy, values
 
+    def _chunked_policy_outputs(
+        self, mb: TrainBatch, temperature: float, with_entropy: str
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """:meth:`_policy_outputs` from the decoder's last hidden state at the response's positions only, the
+        vocabulary head applied a chunk of positions at a time (:func:`trainer.algos.chunked_token_logprobs`)."""
+        rows, columns = _response_region(mb).nonzero(as_tuple=True)  # the scored tokens, [N] each
+        body, hidden_index = self._body_inputs(mb, rows, columns)
+        targets = mb.input_ids[rows, columns].to(self.device)
+        chunk, entropy_wanted = self.spec.logits_chunk_size, with_entropy != "none"
+        logprobs, entropy, features = self.model.head_outputs(
+            body, hidden_index, targets, temperature=temperature, chunk_size=chunk, entropy=entropy_wanted
+        )
+        index, shape = (rows.to(self.device), columns.to(self.device)), mb.input_ids.shape
+        if entropy is not None and with_entropy != "grad":  # logged only: no gradient through it
+            entropy = entropy.detach()
+        values = None
+        if self.value_head is not None:
+            values = _scatter(self.value_head(features.detach().float()).squeeze(-1), index, shape)
+        return _scatter(logprobs, index, shape), _scatter(entropy, index, shape), values
+
+    def _body_inputs(self, mb: TrainBatch, rows: Tensor, columns: Tensor) -> tuple[dict[str, Tensor], tuple]:
+        """The decoder's inputs for ``mb`` (packed as :meth:`_forward` packs), and the index into its last hidden
+        state ``[B, T, H]`` of the position that predicts each token ``(rows, columns)`` (the one before it)."""
+        prefix = shared_prefix_length(mb) if self.spec.share_prefix else 0
+        if prefix < MIN_SHARED_PREFIX:
+            body = {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask}
+            index = (rows, columns - 1)
+        else:
+            keep = self._keep(mb)
+            packed = pack_rows(mb, prefix, keep)
+            packed_positions = packed.wanted[packed.gather]  # [b, keep]: the last keep columns' packed positions
+            first = mb.input_ids.shape[1] - keep
+            mask = packed.mask.to(self._mask_dtype())
+            body = {"input_ids": packed.input_ids, "attention_mask": mask, "position_ids": packed.positions}
+            index = (torch.zeros_like(rows), packed_positions[rows, columns - 1 - first])
+        body = {name: value.to(self.device) for name, value in body.items()}
+        return body, tuple(i.to(self.device) for i in index)
+
     def _values(self, mb: TrainBatch) -> Tensor:
         """The critic's values ``[b, L]``, or those of the actor's value head (its logits left unused)."""
+        if self.spec.logits_chunk_size > 0 and self.value_head is not None:
+            rows, columns = _response_region(mb).nonzero(as_tuple=True)
+            body, hidden_index = self._body_inputs(mb, rows, columns)
+            _, _, features = self.model.head_outputs(body, hidden_index, None)
+            index = (rows.to(self.device), columns.to(self.device))
+            return _scatter(self.value_head(features.detach().float()).squeeze(-1), index, mb.input_ids.shape)
         keep = self._keep(mb)
         outputs, features = self._forward(mb, keep)
         values = outputs[:, :-1] if features is None else self.value_head(features[:, :-1]).squeeze(-1)
@@ -555,6 +612,51 @@ def _response_region(mb: TrainBatch) -> Tensor:
     so a row's answer does not depend on the other rows of its micro-batch."""
     columns = torch.arange(mb.input_ids.shape[1])[None, :]
     return ((columns >= mb.prompt_lengths[:, None]) & (mb.attention_mask > 0)).float()
+
+
+def _register_head_outputs(model: nn.Module) -> None:
+    """Give the FSDP-wrapped causal LM ``model`` a second forward method, ``head_outputs``, that runs the decoder
+    and then the vocabulary head in chunks (:func:`trainer.algos.chunked_token_logprobs`).
+
+    ``register_fsdp_forward_method`` runs the root unit's hooks around it, as around ``forward``: the root's
+    weights (embeddings, final norm, head) are gathered before it and its backward, and their gradient is
+    reduced at the end of the backward. Calling the decoder or the head from outside would skip those hooks.
+    """
+    from torch.distributed.fsdp import register_fsdp_forward_method
+
+    model.head_outputs = functools.partial(_head_outputs, model)
+    register_fsdp_forward_method(model, "head_outputs")
+
+
+def _head_outputs(
+    model: nn.Module,
+    body: dict[str, Tensor],
+    hidden_index: tuple[Tensor, ...],
+    targets: Tensor | None,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 1024,
+    entropy: bool = False,
+) -> tuple[Tensor | None, Tensor | None, Tensor]:
+    """The decoder on ``body``; at its last hidden state's positions ``hidden_index`` (``features`` ``[N, H]``) the
+    logprobs of ``targets`` ``[N]`` and the entropy (``None`` without ``targets`` or ``entropy``)."""
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps the LM
+    hidden = causal_lm.get_decoder()(**body, use_cache=False).last_hidden_state  # [B, T, H], after the final norm
+    features = hidden[hidden_index]  # [N, H]
+    if targets is None:
+        return None, None, features
+    head = model.get_output_embeddings()
+    logprobs, entropies = chunked_token_logprobs(
+        features, head.weight, head.bias, targets, temperature=temperature, chunk_size=chunk_size, entropy=entropy
+    )
+    return logprobs, entropies, features
+
+
+def _scatter(values: Tensor | None, index: tuple[Tensor, Tensor], shape: torch.Size) -> Tensor | None:
+    """Per-token outputs ``[N]`` placed at ``index`` (rows, columns) of a zero ``[b, L]`` tensor."""
+    if values is None:
+        return None
+    return values.new_zeros(shape).index_put(index, values)
 
 
 def _left_pad(values: Tensor, length: int) -> Tensor:

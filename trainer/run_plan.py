@@ -174,6 +174,7 @@ def learner_spec(config: TrainConfig, model_path: str, hardware: Hardware | None
         "mixed_precision": mixed_precision(config, hardware=hardware),
         "num_threads": threads,
         "share_prefix": config.trainer.share_prefix,
+        "logits_chunk_size": config.trainer.logits_chunk_size,
         "seed": config.trainer.seed,
     }
     lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha)

@@ -171,6 +171,7 @@ def _sft_worker_spec(config: TrainConfig, model_path: str, total_steps: int) -> 
         mixed_precision=mixed_precision(config, config.sft.lora_rank),
         gradient_checkpointing=config.model.gradient_checkpointing,
         share_prefix=config.trainer.share_prefix,
+        logits_chunk_size=config.trainer.logits_chunk_size,
         num_threads=config.trainer.threads or os.cpu_count() or 1,
         seed=config.trainer.seed,
     )

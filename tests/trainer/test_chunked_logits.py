@@ -4,6 +4,9 @@
   ``entropy_from_logits`` on the whole ``[N, V]`` logits, whatever the chunk size (dividing N or not),
   at any temperature; ``gradcheck`` on a tiny float64 case.
 * A hand-derived case: two equal logits give logprob -log 2 and entropy log 2.
+* On the tiny Llama (one FSDP2 rank, gloo): a worker with ``logits_chunk_size`` 3 gives the logprobs,
+  reference logprobs, values and updates (PPO with an entropy bonus and the value loss, then SFT) of one
+  without chunking, packed rows or not, with LoRA or every weight trained (the tied head included).
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algos import chunked_token_logprobs, entropy_from_logits, token_logprobs
+from agents.models import tiny_model_path
+from trainer.algos import Aggregation, PolicyLossSpec, chunked_token_logprobs, entropy_from_logits, token_logprobs
+from trainer.batch import TrainBatch
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
+from trainer.learner_worker import ModelWorker
+
+INIT = "tcp://127.0.0.1:29883"
 
 
 def case(n: int, hidden: int, vocab: int, dtype: torch.dtype, seed: int = 0, bias: bool = True):
@@ -117,3 +126,78 @@ def test_property_any_shape_and_chunk_size(n, hidden, vocab, chunk_size, tempera
         got, want = grads((lp, ent), (h, w, b), coef), grads((want_lp, want_h), (h, w, b), coef)
         for g, e in zip(got, want, strict=True):
             torch.testing.assert_close(g, e, atol=1e-9, rtol=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------- the worker
+def rows(shared_prefix: bool) -> TrainBatch:
+    """Three rows of uneven prompts and lengths; with ``shared_prefix`` their first 20 tokens agree (packed)."""
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 250, (3, 32), generator=generator)
+    if shared_prefix:
+        ids[:, :20] = ids[0, :20]
+    mask = torch.zeros(3, 32)
+    mask[0, 22:30] = mask[1, 24:32] = mask[2, 22:28] = 1
+    attention = torch.ones(3, 32, dtype=torch.long)
+    attention[0, 30:] = attention[2, 28:] = 0
+    out = TrainBatch(ids, attention, mask, torch.zeros(3, 32), torch.tensor([22, 24, 22]))
+    out.old_logprobs = torch.full((3, 32), -5.5) * mask
+    out.advantages = torch.randn(3, 32, generator=generator) * mask
+    out.values = torch.zeros(3, 32)
+    out.returns = torch.randn(3, 32, generator=generator) * mask
+    return out
+
+
+def build(chunk: int, lora_rank: int, value_head: bool) -> ModelWorker:
+    # eps 1: AdamW's step is about lr * gradient (lr * sign(gradient) with the usual eps would turn the rounding
+    # of a near-zero gradient into a full step), so equal gradients give equal weights to float tolerance.
+    optimizer = OptimizerSpec(lr=1.0, eps=1.0)
+    lora = LoraSpec(rank=lora_rank, alpha=8.0)
+    head = optimizer if value_head else None
+    spec = WorkerSpec("actor", str(tiny_model_path()), optimizer, lora, value_head=head, logits_chunk_size=chunk)
+    w = ModelWorker(spec, 0, 1, INIT)
+    w.setup()
+    return w
+
+
+def trained(w: ModelWorker) -> dict[str, torch.Tensor]:
+    # The root unit's weights stay unsharded after a forward without backward (FSDP2 keeps the root gathered).
+    full = {n: p.full_tensor() if hasattr(p, "full_tensor") else p for n, p in w.model.named_parameters()}
+    params = {n: p.detach().clone() for n, p in full.items() if p.requires_grad}
+    if w.value_head is not None:
+        params.update({f"value_head.{n}": p.detach().clone() for n, p in w.value_head.named_parameters()})
+    return params
+
+
+def assert_same_weights(chunked: ModelWorker, plain: ModelWorker, before: dict[str, torch.Tensor]) -> None:
+    after, plain_after = trained(chunked), trained(plain)
+    assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-3  # the update moved something
+    for name, tensor in plain_after.items():
+        torch.testing.assert_close(after[name], tensor, atol=1e-6, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize("value_head", [False, True], ids=["no-head", "value-head"])
+@pytest.mark.parametrize("lora_rank", [4, 0], ids=["lora", "full"])
+def test_a_chunked_worker_gives_the_outputs_and_updates_of_the_plain_one(lora_rank, value_head):
+    chunked, plain = build(3, lora_rank, value_head), build(0, lora_rank, value_head)
+    loss = PolicyLossSpec(temperature=0.7, entropy_coef=0.01, value_clip=0.5 if value_head else None)
+    for shared_prefix in (False, True):
+        batch = rows(shared_prefix)
+        agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+        for base in (False, True) if lora_rank else (False,):
+            got = chunked.compute_logprobs(batch, 0.7, 2, base=base)
+            torch.testing.assert_close(got, plain.compute_logprobs(batch, 0.7, 2, base=base), atol=1e-5, rtol=0)
+            assert torch.all(got[batch.response_mask > 0] < 0) and torch.all(got[batch.attention_mask == 0] == 0)
+        before = trained(chunked)
+        stats, plain_stats = chunked.update_policy(batch, agg, loss, 2), plain.update_policy(batch, agg, loss, 2)
+        assert stats.grad_norm == pytest.approx(plain_stats.grad_norm, rel=1e-4) and stats.grad_norm > 0
+        for name, value in plain_stats.token_weighted.items():
+            assert stats.token_weighted[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+        assert_same_weights(chunked, plain, before)
+        if value_head:
+            torch.testing.assert_close(
+                chunked.compute_values(batch, 2), plain.compute_values(batch, 2), atol=1e-5, rtol=0
+            )
+        before = trained(chunked)
+        chunked.update_sft(batch, agg, 2)
+        plain.update_sft(batch, agg, 2)
+        assert_same_weights(chunked, plain, before)
