@@ -7,6 +7,12 @@
   ``width``; a row that joined with fewer tokens has masked columns on its left (its own positions are
   passed explicitly as ``position_ids``, so the holes change nothing but the mask). Rows are compact
   (``0..rows-1``): removing one moves the last row into its place.
+* :class:`PrefillLayout` places the requests prefilled together in one forward: each row's cached prefix is
+  right-aligned in the past columns ``[0, past)`` (``past``: the longest cached prefix of the group, rows with a
+  shorter one have masked zero columns on its left) and its new tokens are right-aligned in the query columns
+  ``[past, past + queries)`` (shorter rows have masked pad queries on their left). So rows with different cached
+  prefix lengths share one forward, every row's last token sits in the last column (``logits_to_keep=1``), and
+  the per-row ``position_ids`` make the holes change nothing but the mask.
 * :class:`PrefixCache` keeps the keys/values of finished sequences (and of freshly prefilled prompts),
   keyed by their token ids. A request reuses the longest common prefix with any entry: a causal model's
   keys/values for the first ``k`` tokens do not depend on what follows, so any prefix of an entry is valid.
@@ -24,7 +30,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-__all__ = ["BufferLayer", "PrefixCache", "RunningBatch", "SequenceKV"]
+__all__ = ["BufferLayer", "PrefillLayout", "PrefixCache", "RunningBatch", "SequenceKV", "common_prefix_len"]
 
 SequenceKV = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -64,27 +70,79 @@ class BufferLayer(DynamicLayer):
         return self.length + query_length, 0
 
 
-def cache_from_prefix(prefix: SequenceKV | None, prefix_len: int, num_layers: int, capacity: int) -> Cache:
-    """A one-row cache of ``capacity`` columns whose first ``prefix_len`` columns are copied from ``prefix``."""
-    layers = []
-    for layer in range(num_layers):
-        if prefix is None or prefix_len == 0:
-            layers.append(BufferLayer(None, None, 0, capacity))
-            continue
-        keys, values = prefix[layer]
-        keys_buffer = keys.new_empty((1, keys.shape[0], capacity, keys.shape[2]))
-        values_buffer = values.new_empty((1, values.shape[0], capacity, values.shape[2]))
-        keys_buffer[0, :, :prefix_len] = keys[:, :prefix_len]
-        values_buffer[0, :, :prefix_len] = values[:, :prefix_len]
-        layers.append(BufferLayer(keys_buffer, values_buffer, prefix_len, capacity))
-    return Cache(layers=layers)
+@dataclass(frozen=True)
+class PrefillLayout:
+    """Columns of a batched prefill (module docstring): row ``i`` has ``cached[i]`` tokens from the prefix cache
+    and ``lengths[i] - cached[i] >= 1`` tokens to run."""
 
+    cached: tuple[int, ...]
+    lengths: tuple[int, ...]
 
-def sequence_kv(cache: Cache) -> SequenceKV:
-    """The keys/values of row 0 of a one-row :func:`cache_from_prefix` cache (views, ``[heads, n, dim]``)."""
-    return [
-        (layer.keys_buffer[0, :, : layer.length], layer.values_buffer[0, :, : layer.length]) for layer in cache.layers
-    ]
+    @property
+    def past(self) -> int:
+        return max(self.cached)
+
+    @property
+    def queries(self) -> int:
+        return max(n - c for n, c in zip(self.lengths, self.cached, strict=True))
+
+    @property
+    def padded(self) -> bool:
+        """Whether any column is a hole (then the forward needs an attention mask)."""
+        return len(set(self.cached)) > 1 or len({n - c for n, c in zip(self.lengths, self.cached, strict=True)}) > 1
+
+    def columns(self, row: int) -> torch.Tensor:
+        """Row ``row``'s real columns, in token order (``[lengths[row]]``)."""
+        c, n = self.cached[row], self.lengths[row]
+        end = self.past + self.queries
+        return torch.cat([torch.arange(self.past - c, self.past), torch.arange(end - (n - c), end)])
+
+    def attention_mask(self) -> torch.Tensor:
+        """``[rows, past + queries]``: 1 on real columns."""
+        mask = torch.zeros((len(self.lengths), self.past + self.queries), dtype=torch.long)
+        for row in range(len(self.lengths)):
+            mask[row, self.columns(row)] = 1
+        return mask
+
+    def inputs(self, input_ids: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-padded new token ids and their positions (``[rows, queries]`` each; pads are token 0 at 0)."""
+        ids = torch.zeros((len(input_ids), self.queries), dtype=torch.long)
+        positions = torch.zeros_like(ids)
+        for row, (tokens, c) in enumerate(zip(input_ids, self.cached, strict=True)):
+            new = len(tokens) - c
+            ids[row, self.queries - new :] = torch.as_tensor(tokens[c:])
+            positions[row, self.queries - new :] = torch.arange(c, len(tokens))
+        return ids, positions
+
+    def cache(self, prefixes: list[SequenceKV | None], num_layers: int) -> Cache:
+        """A cache of ``past + queries`` columns whose past columns hold each row's cached prefix (zeros elsewhere:
+        masked columns still enter the attention product, and 0 * NaN is NaN)."""
+        capacity = self.past + self.queries
+        template = next((p for p, c in zip(prefixes, self.cached, strict=True) if p is not None and c > 0), None)
+        if template is None:
+            return Cache(layers=[BufferLayer(None, None, 0, capacity) for _ in range(num_layers)])
+        layers = []
+        for layer in range(num_layers):
+            keys, values = template[layer]
+            rows = len(self.lengths)
+            keys_buffer = keys.new_zeros((rows, keys.shape[0], capacity, keys.shape[2]))
+            values_buffer = values.new_zeros((rows, values.shape[0], capacity, values.shape[2]))
+            for row, (prefix, c) in enumerate(zip(prefixes, self.cached, strict=True)):
+                if c > 0:
+                    keys_buffer[row, :, self.past - c : self.past] = prefix[layer][0][:, :c]
+                    values_buffer[row, :, self.past - c : self.past] = prefix[layer][1][:, :c]
+            layers.append(BufferLayer(keys_buffer, values_buffer, self.past, capacity))
+        return Cache(layers=layers)
+
+    def row_kv(self, cache: Cache, row: int) -> SequenceKV:
+        """Row ``row``'s keys/values after the forward (its real columns, ``[heads, lengths[row], dim]``)."""
+        if len(self.lengths) == 1:  # no holes: views, as the one-row path always stored
+            return [
+                (layer.keys_buffer[0, :, : layer.length], layer.values_buffer[0, :, : layer.length])
+                for layer in cache.layers
+            ]
+        columns = self.columns(row).to(cache.layers[0].keys_buffer.device)
+        return [(layer.keys_buffer[row][:, columns], layer.values_buffer[row][:, columns]) for layer in cache.layers]
 
 
 class RunningBatch:
@@ -202,7 +260,7 @@ class PrefixCache:
         """The entry sharing the longest prefix with ``input_ids`` and that prefix's length (at most ``limit``)."""
         best, best_len = None, 0
         for entry in self.entries:
-            common = _common_prefix_len(entry.tokens, input_ids)
+            common = common_prefix_len(entry.tokens, input_ids)
             if common > best_len:
                 best, best_len = entry, common
         if best is None:
@@ -215,10 +273,10 @@ class PrefixCache:
         """Store ``kv`` for ``tokens``; entries it covers go, and nothing is stored if an entry covers it."""
         self._clock += 1
         for entry in self.entries:
-            if len(entry.tokens) >= len(tokens) and _common_prefix_len(entry.tokens, tokens) == len(tokens):
+            if len(entry.tokens) >= len(tokens) and common_prefix_len(entry.tokens, tokens) == len(tokens):
                 entry.last_used = self._clock
                 return
-        self.entries = [e for e in self.entries if _common_prefix_len(e.tokens, tokens) < len(e.tokens)]
+        self.entries = [e for e in self.entries if common_prefix_len(e.tokens, tokens) < len(e.tokens)]
         self.entries.append(_Entry(tokens, kv, self._clock))
         while self.stored_tokens > self.max_tokens and self.entries:
             self.entries.remove(min(self.entries, key=lambda e: e.last_used))
@@ -227,7 +285,8 @@ class PrefixCache:
         self.entries = []
 
 
-def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
     n = min(len(a), len(b))
     differ = np.flatnonzero(a[:n] != b[:n])
     return int(differ[0]) if len(differ) else n

@@ -1,0 +1,129 @@
+"""Batched prefill and batched sampling in HfEngine: the same tokens and logprobs as one request at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from agents.engines.base import SamplingParams
+from agents.engines.hf import HfEngine
+from agents.engines.hf_kv import PrefillLayout
+from tests.agents.engines.test_hf_engine import prompt, reference_greedy, tiny_model
+
+
+def test_prefill_layout_right_aligns_cached_prefixes_and_new_tokens():
+    # row 0: 3 cached + 2 new; row 1: nothing cached, 4 new; row 2: 1 cached + 1 new. past = 3 columns, queries = 4:
+    #   row 0  c c c | . . n n      row 1  . . . | n n n n      row 2  . . c | . . . n
+    layout = PrefillLayout(cached=(3, 0, 1), lengths=(5, 4, 2))
+    assert (layout.past, layout.queries, layout.padded) == (3, 4, True)
+    assert layout.columns(0).tolist() == [0, 1, 2, 5, 6]
+    assert layout.columns(1).tolist() == [3, 4, 5, 6]
+    assert layout.columns(2).tolist() == [2, 6]
+    assert layout.attention_mask().tolist() == [[1, 1, 1, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 0, 0, 0, 1]]
+    ids, positions = layout.inputs([np.array([9, 8, 7, 6, 5]), np.array([1, 2, 3, 4]), np.array([11, 12])])
+    assert ids.tolist() == [[0, 0, 6, 5], [1, 2, 3, 4], [0, 0, 0, 12]]
+    assert positions.tolist() == [[0, 0, 3, 4], [0, 1, 2, 3], [0, 0, 0, 1]]
+    assert not PrefillLayout(cached=(2, 2), lengths=(5, 5)).padded
+
+
+def test_prefill_layout_copies_each_prefix_into_its_past_columns():
+    layout = PrefillLayout(cached=(2, 0), lengths=(4, 3))
+    keys = torch.arange(6.0).reshape(1, 3, 2)  # [heads, 3 tokens, dim]: a longer entry, 2 tokens of it are used
+    cache = layout.cache([[(keys, -keys)], None], num_layers=1)
+    buffer = cache.layers[0].keys_buffer  # [rows, heads, past + queries, dim]
+    assert buffer.shape == (2, 1, 2 + 3, 2) and cache.layers[0].length == 2
+    assert torch.equal(buffer[0, 0, :2], keys[0, :2]) and not buffer[1].any()
+
+
+async def run_together(engine: HfEngine, prompts: list[list[int]], samplings: list[SamplingParams]) -> list:
+    """Queue every request before the engine's loop can admit any, so they reach one admission together."""
+    engine._condition.acquire()  # re-entrant: generate() takes it again on this thread
+    try:
+        tasks = [asyncio.create_task(engine.generate(p, s)) for p, s in zip(prompts, samplings, strict=True)]
+        await asyncio.sleep(0)  # each task runs up to its await: every request is queued
+    finally:
+        engine._condition.release()
+    return await asyncio.gather(*tasks)
+
+
+async def conversation_workload(engine: HfEngine, sampling: SamplingParams) -> list:
+    """Warm the prefix cache, then six concurrent requests whose cached prefixes differ (0 to 57 tokens)."""
+    system = prompt(40)
+    first = await engine.generate(system + prompt(10, 1), SamplingParams(max_new_tokens=8, temperature=0))
+    prompts = [
+        system + prompt(10, 1) + list(first.output_ids) + prompt(7, 3),  # turn 2: 40 + 10 + 8 - 1 = 57 cached
+        system + prompt(20, 2),  # the system prompt: 40 cached
+        prompt(33, 9),  # nothing cached
+        system + prompt(5, 4),  # 40 cached
+        prompt(12, 50),
+        prompt(33, 9) + prompt(4, 7),  # shares 33 with a request of the same admission: waits for its prompt
+    ]
+    samplings = [dataclasses.replace(sampling, seed=100 + i) for i in range(len(prompts))]
+    return await run_together(engine, prompts, samplings)
+
+
+def max_logprob_difference(first: list, second: list) -> float:
+    pairs = [zip(a.logprobs, b.logprobs, strict=True) for a, b in zip(first, second, strict=True)]
+    return max(abs(x - y) for pair in pairs for x, y in pair)
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        SamplingParams(max_new_tokens=10, temperature=0.0),
+        SamplingParams(max_new_tokens=10, temperature=1.0),
+        SamplingParams(max_new_tokens=10, temperature=0.8, top_k=50, top_p=0.9),
+    ],
+    ids=["greedy", "sampled", "top-k-top-p"],
+)
+async def test_batched_prefill_equals_one_request_at_a_time(sampling):
+    results = {}
+    for prefill_batch_size in (1, None):
+        engine = HfEngine(tiny_model(), max_batch_size=8, prefill_batch_size=prefill_batch_size, seed=0)
+        results[prefill_batch_size] = (await conversation_workload(engine, sampling), engine.stats())
+        await engine.close()
+    (alone, alone_stats), (batched, batched_stats) = results[1], results[None]
+    assert [g.cached_tokens for g in batched] == [g.cached_tokens for g in alone] == [57, 40, 0, 40, 0, 33]
+    assert [g.output_ids for g in batched] == [g.output_ids for g in alone]
+    worst = max_logprob_difference(alone, batched)
+    assert worst < 1e-5
+    # 1 warm-up + 6 one at a time, against 1 warm-up + 2 (the last request waits for its 33-token prefix)
+    assert (alone_stats.extra["prefill_forwards"], batched_stats.extra["prefill_forwards"]) == (7, 3)
+    if sampling.temperature == 0:
+        model = tiny_model()
+        system = prompt(40)
+        assert batched[1].output_ids == reference_greedy(model, system + prompt(20, 2), 10)
+
+
+async def test_identical_prompts_are_prefilled_once_then_served_from_the_cache():
+    engine = HfEngine(tiny_model(), max_batch_size=8, seed=0)
+    generations = await run_together(engine, [prompt(30)] * 4, [SamplingParams(max_new_tokens=6, seed=1)] * 4)
+    forwards = engine.stats().extra["prefill_forwards"]
+    await engine.close()
+    assert [g.cached_tokens for g in generations] == [0, 29, 29, 29]
+    assert forwards == 2
+    assert len({g.output_ids for g in generations}) == 1  # same seed, same prompt
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+async def test_smollm2_batched_prefill_equals_one_request_at_a_time(temperature):
+    from agents.models import load_model
+
+    model = load_model("smollm2")
+    model.generation_config.eos_token_id = None
+    sampling = SamplingParams(max_new_tokens=8, temperature=temperature)
+    results = {}
+    for prefill_batch_size in (1, None):
+        engine = HfEngine(model, max_batch_size=8, prefill_batch_size=prefill_batch_size, seed=0)
+        results[prefill_batch_size] = await conversation_workload(engine, sampling)
+        await engine.close()
+    alone, batched = results[1], results[None]
+    assert [g.cached_tokens for g in batched] == [g.cached_tokens for g in alone]
+    assert [g.output_ids for g in batched] == [g.output_ids for g in alone]
+    worst = max_logprob_difference(alone, batched)
+    assert worst < 1e-4, worst
