@@ -232,11 +232,13 @@ class HfEngine:
                 f"prompt of {len(ids)} tokens does not fit max_context={self.max_context} (prompt plus at least one "
                 "new token); shorten the conversation or raise max_context"
             )
+        # on the model's device: sampling draws there (hf_sampling's docstring)
         if sampling.seed is not None:
-            generator = torch.Generator().manual_seed(sampling.seed)
+            generator = torch.Generator(self.device).manual_seed(sampling.seed)
         else:
             with self._condition:
-                generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=self._seed_source)))
+                seed = int(torch.randint(2**62, (1,), generator=self._seed_source))
+            generator = torch.Generator(self.device).manual_seed(seed)
         return _Request(
             input_ids=ids,
             sampling=sampling,

@@ -12,6 +12,7 @@ import torch
 from agents.engines.base import SamplingParams
 from agents.engines.hf import HfEngine
 from agents.engines.hf_kv import PrefillLayout
+from agents.engines.hf_sampling import filter_top_k_top_p, sample_next_tokens
 from tests.agents.engines.test_hf_engine import prompt, reference_greedy, tiny_model
 
 
@@ -127,3 +128,55 @@ async def test_smollm2_batched_prefill_equals_one_request_at_a_time(temperature)
     assert [g.output_ids for g in batched] == [g.output_ids for g in alone]
     worst = max_logprob_difference(alone, batched)
     assert worst < 1e-4, worst
+
+
+MIXED = [
+    SamplingParams(temperature=0.0),
+    SamplingParams(temperature=1.0),
+    SamplingParams(temperature=0.7, top_k=20),
+    SamplingParams(temperature=1.0, top_p=0.9),
+    SamplingParams(temperature=1.2, top_k=50, top_p=0.5),
+    SamplingParams(temperature=0.9, top_k=1),
+]
+
+
+def per_row_multinomial(logits: torch.Tensor, params, generators) -> tuple[list[int], list[float]]:
+    """The sampler before batching: a loop over rows, ``torch.multinomial`` with each row's CPU generator."""
+    temperatures = torch.tensor([p.temperature if p.temperature > 0 else 1.0 for p in params])
+    scaled = logits.float() / temperatures[:, None]
+    logprobs = torch.log_softmax(scaled, dim=-1)
+    tokens = []
+    for row, (param, generator) in enumerate(zip(params, generators, strict=True)):
+        if param.temperature == 0:
+            tokens.append(int(torch.argmax(logits[row])))
+            continue
+        probs = torch.softmax(filter_top_k_top_p(scaled[row], param.top_k, param.top_p), dim=-1)
+        tokens.append(int(torch.multinomial(probs, 1, generator=generator)))
+    return tokens, logprobs.gather(1, torch.tensor(tokens)[:, None])[:, 0].tolist()
+
+
+def test_batched_sampler_draws_what_per_row_multinomial_drew():
+    # multinomial(probs, 1) is argmax(probs / q) with q ~ Exp(1) from the generator: the same draws, seed for seed
+    logits = torch.randn((len(MIXED), 1000), generator=torch.Generator().manual_seed(0)) * 3  # [B, V]
+    batched = [torch.Generator().manual_seed(seed) for seed in range(len(MIXED))]
+    looped = [torch.Generator().manual_seed(seed) for seed in range(len(MIXED))]
+    for step in range(30):  # the generators advance step after step in both
+        step_logits = logits.roll(step, dims=1)
+        assert sample_next_tokens(step_logits, MIXED, batched) == per_row_multinomial(step_logits, MIXED, looped)
+
+
+def test_a_row_draws_the_same_alone_or_in_any_batch():
+    logits = torch.randn((len(MIXED), 1000), generator=torch.Generator().manual_seed(1)) * 3
+    together = sample_next_tokens(logits, MIXED, [torch.Generator().manual_seed(7) for _ in MIXED])
+    for row in range(len(MIXED)):
+        alone = sample_next_tokens(logits[row : row + 1], MIXED[row : row + 1], [torch.Generator().manual_seed(7)])
+        assert alone == ([together[0][row]], [together[1][row]])
+    shuffled = [3, 0, 5, 1, 4, 2]
+    reordered = sample_next_tokens(
+        logits[shuffled], [MIXED[r] for r in shuffled], [torch.Generator().manual_seed(7) for _ in MIXED]
+    )
+    assert reordered == ([together[0][r] for r in shuffled], [together[1][r] for r in shuffled])
+    # greedy draws nothing: its generator is untouched
+    generator = torch.Generator().manual_seed(7)
+    sample_next_tokens(logits[:1], MIXED[:1], [generator])
+    assert torch.equal(generator.get_state(), torch.Generator().manual_seed(7).get_state())
