@@ -1,16 +1,31 @@
-"""The embedded engine on a multi-turn workload: HfEngine against transformers' continuous batching, in one run.
+"""The embedded engine against plain batched ``model.generate``, in one process (no Ray), as JSON.
 
-    python benchmarks/hf_engine.py                          # SmolLM2 and the tiny model, both engines
-    python benchmarks/hf_engine.py --models tiny --engines hf --conversations 8 --turns 3
-    python benchmarks/hf_engine.py --logprobs-only          # logprob agreement with a full forward pass
+    python benchmarks/hf_engine.py                                    # SmolLM2 on CPU, the three workloads
+    python benchmarks/hf_engine.py --device cuda --dtype bfloat16     # the same on a GPU
+    python benchmarks/hf_engine.py --model tiny --workloads rows16 --rows-prompt-tokens 64 --rows-new-tokens 16
+    python benchmarks/hf_engine.py --workloads conversations --engines hf cb   # transformers' continuous batching
+    python benchmarks/hf_engine.py --logprobs-only                    # logprob agreement with a full forward pass
 
-Workload: ``--conversations`` concurrent conversations of ``--turns`` turns. Every conversation starts with
-the same ``--system-tokens`` system prompt and its own ``--user-tokens`` first message; every turn samples
-exactly ``--new-tokens`` tokens (temperature 1, end-of-sequence disabled so all runs do the same work), then
-appends an observation of ``--observation-tokens`` tokens, and the next turn's input is the whole history.
+Workloads (every one samples at temperature 1 with end-of-sequence disabled, so all runs do the same work):
+
+* ``rows16``, ``rows64``: 16 or 64 concurrent requests of ``--rows-prompt-tokens`` (256) random tokens, each
+  generating exactly ``--rows-new-tokens`` (64) tokens. ``generate`` runs them as one batch.
+* ``conversations``: the multi-turn workload below; ``generate`` runs each turn of every conversation as one
+  batch over the whole history (no prefix cache: every turn re-encodes the history).
+
+Each line of output is one JSON object per workload: generated tokens per second of each engine, the ratio
+of the engine to ``generate`` measured in the same run, the prefix hit rate, and the sizes. The engine's
+module is the one ``agents`` resolves to, so ``PYTHONPATH=<another checkout>`` measures that checkout's
+engine with this script (``--prefill-batch-size`` is passed only when given). Each engine first runs a small
+warm-up (kernels, allocator), not timed.
+
+The conversations workload: ``--conversations`` concurrent conversations of ``--turns`` turns. Every
+conversation starts with the same ``--system-tokens`` system prompt and its own ``--user-tokens`` first
+message; every turn samples exactly ``--new-tokens`` tokens, then appends an observation of
+``--observation-tokens`` tokens, and the next turn's input is the whole history.
 Token ids are random (a fixed seed): throughput does not depend on the text.
 
-Engines:
+Engines for the conversations workload (``--engines``; ``generate`` always runs):
 
 * ``hf``: :class:`agents.engines.hf.HfEngine` (own batching loop, right-aligned batch cache, prefix cache of
   whole sequences);
@@ -18,11 +33,9 @@ Engines:
   ``return_logprobs`` on, pages of ``--cb-page-size`` tokens), driven through ``register_result_handler``.
   Its cached tokens are counted by wrapping the cache's ``search_prefix_match`` (measurement only).
 
-Figures: generated tokens per second of wall time, prefix hit rate (cached prompt tokens / prompt tokens),
-per-request latency (mean, p50, p95) and the mean decode batch size where the engine reports it.
-
-Measured on the 2-core development machine (shared with other jobs, so absolute figures move by tens of percent
-between runs; the ratios held), default workload, transformers 5.23, torch 2.13:
+Earlier figures for ``hf`` against ``cb`` (before batched prefill and sampling), measured on the 2-core
+development machine (shared with other jobs, so absolute figures move by tens of percent between runs; the
+ratios held), default conversations workload, transformers 5.23, torch 2.13:
 
 | model | dtype | engine | torch threads | generated tok/s | prefix hit rate | latency mean s | p95 s |
 |---|---|---|---|---|---|---|---|
@@ -46,11 +59,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
+import json
 import time
 from dataclasses import dataclass
-
-MODEL_NAMES = ("smollm2", "tiny")
 
 
 @dataclass
@@ -67,23 +78,15 @@ class Workload:
 @dataclass
 class Result:
     engine: str
-    model: str
     wall_s: float
     generated_tokens: int
     prompt_tokens: int
     cached_tokens: int
-    latencies_s: list[float]
     mean_batch: float | None
 
-    def row(self) -> str:
-        lat = sorted(self.latencies_s)
-        p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
-        batch = f"{self.mean_batch:.1f}" if self.mean_batch is not None else "-"
-        return (
-            f"| {self.model} | {self.engine} | {self.generated_tokens / self.wall_s:.1f} | "
-            f"{self.cached_tokens / self.prompt_tokens:.1%} | {statistics.mean(lat):.2f} | "
-            f"{statistics.median(lat):.2f} | {p95:.2f} | {batch} | {self.wall_s:.1f} |"
-        )
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / self.wall_s
 
 
 def make_token_streams(
@@ -125,11 +128,83 @@ async def run_conversations(generate, workload: Workload, vocab_size: int) -> tu
     return latencies, totals["generated"], totals["prompt"], totals["cached"]
 
 
-async def bench_hf(model, model_name: str, workload: Workload, max_batch_size: int) -> Result:
-    from agents.engines.base import SamplingParams
+def make_engine(model, max_batch_size: int, prefill_batch_size: int | None, device: str):
     from agents.engines.hf import HfEngine
 
-    engine = HfEngine(model, max_batch_size=max_batch_size, seed=0)
+    options = {} if prefill_batch_size is None else {"prefill_batch_size": prefill_batch_size}
+    return HfEngine(model, device=device, max_batch_size=max_batch_size, seed=0, **options)
+
+
+async def warm_up_engine(engine, vocab_size: int) -> None:
+    from agents.engines.base import SamplingParams
+
+    sampling = SamplingParams(max_new_tokens=4, temperature=1.0)
+    await asyncio.gather(*(engine.generate([10 + i] * (8 + i), sampling) for i in range(4)))
+    await engine.drop_prefix_cache()
+
+
+async def bench_hf_rows(model, rows: int, prompt_tokens: int, new_tokens: int, options: dict) -> Result:
+    """``rows`` concurrent requests of ``prompt_tokens`` random tokens, ``new_tokens`` each."""
+    import numpy as np
+
+    from agents.engines.base import SamplingParams
+
+    engine = make_engine(model, max_batch_size=rows, **options)
+    await warm_up_engine(engine, model.config.vocab_size)
+    prompts = np.random.default_rng(0).integers(10, model.config.vocab_size - 10, size=(rows, prompt_tokens))
+    sampling = SamplingParams(max_new_tokens=new_tokens, temperature=1.0)
+    started = time.perf_counter()
+    generations = await asyncio.gather(*(engine.generate(p.tolist(), sampling) for p in prompts))
+    wall = time.perf_counter() - started
+    mean_batch = engine.stats().extra["mean_decode_batch_size"]
+    await engine.close()
+    generated = sum(len(g.output_ids) for g in generations)
+    return Result("hf", wall, generated, rows * prompt_tokens, sum(g.cached_tokens for g in generations), mean_batch)
+
+
+def bench_generate_rows(model, rows: int, prompt_tokens: int, new_tokens: int, device: str) -> Result:
+    """The same prompts as one ``model.generate`` batch."""
+    import numpy as np
+    import torch
+
+    prompts = np.random.default_rng(0).integers(10, model.config.vocab_size - 10, size=(rows, prompt_tokens))
+    input_ids = torch.as_tensor(prompts, device=device)
+    generate_batch(model, input_ids[:, :8], 4)  # warm-up
+    started = time.perf_counter()
+    output = generate_batch(model, input_ids, new_tokens)
+    wall = time.perf_counter() - started
+    return Result("generate", wall, output.shape[0] * (output.shape[1] - prompt_tokens), rows * prompt_tokens, 0, rows)
+
+
+def generate_batch(model, input_ids, new_tokens: int):
+    """Plain batched sampling at temperature 1, exactly ``new_tokens`` tokens per row (no padding needed)."""
+    import torch
+
+    if input_ids.device.type == "cuda":
+        torch.cuda.synchronize()
+    with torch.no_grad():
+        output = model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    if input_ids.device.type == "cuda":
+        torch.cuda.synchronize()
+    return output
+
+
+async def bench_hf_conversations(model, workload: Workload, max_batch_size: int, options: dict) -> Result:
+    from agents.engines.base import SamplingParams
+
+    engine = make_engine(model, max_batch_size=max_batch_size, **options)
+    await warm_up_engine(engine, model.config.vocab_size)
     sampling = SamplingParams(max_new_tokens=workload.new_tokens, temperature=1.0)
 
     async def generate(ids: list[int]) -> tuple[tuple[int, ...], int]:
@@ -137,14 +212,33 @@ async def bench_hf(model, model_name: str, workload: Workload, max_batch_size: i
         return generation.output_ids, generation.cached_tokens
 
     started = time.perf_counter()
-    latencies, generated, prompt, cached = await run_conversations(generate, workload, model.config.vocab_size)
+    _, generated, prompt, cached = await run_conversations(generate, workload, model.config.vocab_size)
     wall = time.perf_counter() - started
     mean_batch = engine.stats().extra["mean_decode_batch_size"]
     await engine.close()
-    return Result("hf (HfEngine)", model_name, wall, generated, prompt, cached, latencies, mean_batch)
+    return Result("hf", wall, generated, prompt, cached, mean_batch)
 
 
-async def bench_cb(model, model_name: str, workload: Workload, max_batch_size: int, page_size: int) -> Result:
+def bench_generate_conversations(model, workload: Workload, device: str) -> Result:
+    """Lock-step turns: each turn of every conversation in one ``generate`` batch over the whole history."""
+    import torch
+
+    system, users, observations = make_token_streams(workload, model.config.vocab_size)
+    histories = [system + user for user in users]  # every history has the same length at every turn
+    generate_batch(model, torch.tensor([h[:8] for h in histories], device=device), 4)  # warm-up
+    generated = prompt = 0
+    started = time.perf_counter()
+    for turn in range(workload.turns):
+        input_ids = torch.tensor(histories, device=device)
+        output = generate_batch(model, input_ids, workload.new_tokens)[:, input_ids.shape[1] :].tolist()
+        generated += sum(len(o) for o in output)
+        prompt += input_ids.numel()
+        histories = [h + o + obs[turn] for h, o, obs in zip(histories, output, observations, strict=True)]
+    wall = time.perf_counter() - started
+    return Result("generate", wall, generated, prompt, 0, workload.conversations)
+
+
+async def bench_cb(model, workload: Workload, max_batch_size: int, page_size: int) -> Result:
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
     from transformers.generation.continuous_batching.cache import PagedAttentionCache
@@ -185,13 +279,13 @@ async def bench_cb(model, model_name: str, workload: Workload, max_batch_size: i
 
     try:
         started = time.perf_counter()
-        latencies, generated, prompt, _ = await run_conversations(generate, workload, model.config.vocab_size)
+        _, generated, prompt, _ = await run_conversations(generate, workload, model.config.vocab_size)
         wall = time.perf_counter() - started
     finally:
         manager.stop(block=True)
         PagedAttentionCache.search_prefix_match = original_search
     cached = sum(cached_counts)
-    return Result(f"cb (page {page_size})", model_name, wall, generated, prompt, cached, latencies, None)
+    return Result(f"cb (page {page_size})", wall, generated, prompt, cached, None)
 
 
 def logprob_agreement(model, temperatures=(1.0, 0.7), requests: int = 4, new_tokens: int = 32) -> dict[float, float]:
@@ -223,18 +317,39 @@ def logprob_agreement(model, temperatures=(1.0, 0.7), requests: int = 4, new_tok
     return asyncio.run(run())
 
 
+def report(name: str, sizes: dict, results: list[Result], args: argparse.Namespace) -> dict:
+    """One JSON-ready record: each engine's figures and its ratio to ``generate`` in this run."""
+    baseline = next(r for r in results if r.engine == "generate")
+    record = {"workload": name, **sizes, "model": args.model, "device": args.device, "dtype": args.dtype}
+    for result in results:
+        record[result.engine] = {
+            "tokens_per_s": round(result.tokens_per_s, 1),
+            "ratio_to_generate": round(result.tokens_per_s / baseline.tokens_per_s, 3),
+            "wall_s": round(result.wall_s, 2),
+            "generated_tokens": result.generated_tokens,
+            "prefix_hit_rate": round(result.cached_tokens / result.prompt_tokens, 4),
+            "mean_decode_batch": result.mean_batch,
+        }
+    return record
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
-    parser.add_argument("--engines", nargs="+", default=["hf", "cb"], choices=["hf", "cb"])
+    parser.add_argument("--model", default="smollm2", help="smollm2, tiny, or a model directory")
+    parser.add_argument("--workloads", nargs="+", default=["rows16", "rows64", "conversations"])
+    parser.add_argument("--engines", nargs="+", default=["hf"], choices=["hf", "cb"], help="for conversations")
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--rows-prompt-tokens", type=int, default=256)
+    parser.add_argument("--rows-new-tokens", type=int, default=64)
     parser.add_argument("--conversations", type=int, default=16)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--system-tokens", type=int, default=100)
     parser.add_argument("--user-tokens", type=int, default=40)
     parser.add_argument("--observation-tokens", type=int, default=60)
-    parser.add_argument("--new-tokens", type=int, default=30)
-    parser.add_argument("--max-batch-size", type=int, default=16)
+    parser.add_argument("--new-tokens", type=int, default=30, help="per turn of the conversations")
+    parser.add_argument("--max-batch-size", type=int, default=16, help="the engine's, for conversations")
+    parser.add_argument("--prefill-batch-size", type=int, default=None, help="the engine's (default: its own)")
     parser.add_argument("--cb-page-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--logprobs-only", action="store_true", help="only measure logprob agreement")
@@ -248,32 +363,44 @@ def main() -> None:
 
     from agents.models import load_model
 
-    workload = Workload(
-        args.conversations, args.turns, args.system_tokens, args.user_tokens, args.observation_tokens, args.new_tokens
-    )
-    results: list[Result] = []
-    for model_name in args.models:
-        if args.logprobs_only:
-            worst = logprob_agreement(load_model(model_name, dtype=args.dtype))
-            for temperature, diff in worst.items():
-                print(f"{model_name} {args.dtype} temperature {temperature}: max |logprob diff| = {diff:.2e}")
-            continue
-        for engine in args.engines:
-            model = load_model(model_name, dtype=args.dtype)  # fresh: CB switches the attention implementation
-            model.generation_config.eos_token_id = None  # every turn samples exactly --new-tokens tokens
-            if engine == "hf":
-                result = asyncio.run(bench_hf(model, model_name, workload, args.max_batch_size))
-            else:
-                result = asyncio.run(bench_cb(model, model_name, workload, args.max_batch_size, args.cb_page_size))
-            print(result.row(), flush=True)
-            results.append(result)
-    if results:
-        print(f"\n{workload}, dtype {args.dtype}, torch threads {torch.get_num_threads()}\n")
-        columns = ["model", "engine", "generated tok/s", "prefix hit rate", "latency mean s", "p50 s", "p95 s"]
-        print("| " + " | ".join([*columns, "mean batch", "wall s"]) + " |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for result in results:
-            print(result.row())
+    def fresh_model():
+        model = load_model(args.model, dtype=args.dtype, device=args.device)  # fresh: CB changes the attention
+        model.generation_config.eos_token_id = None  # every request samples exactly its new tokens
+        return model
+
+    if args.logprobs_only:
+        for temperature, diff in logprob_agreement(load_model(args.model, dtype=args.dtype)).items():
+            print(f"{args.model} {args.dtype} temperature {temperature}: max |logprob diff| = {diff:.2e}")
+        return
+    options = {"prefill_batch_size": args.prefill_batch_size, "device": args.device}
+    model = fresh_model()
+    for name in args.workloads:
+        if name.startswith("rows"):
+            rows, prompt_tokens, new_tokens = int(name[4:]), args.rows_prompt_tokens, args.rows_new_tokens
+            results = [
+                bench_generate_rows(model, rows, prompt_tokens, new_tokens, args.device),
+                asyncio.run(bench_hf_rows(model, rows, prompt_tokens, new_tokens, options)),
+            ]
+            sizes = {"rows": rows, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens}
+        elif name == "conversations":
+            workload = Workload(
+                args.conversations,
+                args.turns,
+                args.system_tokens,
+                args.user_tokens,
+                args.observation_tokens,
+                args.new_tokens,
+            )
+            results = [
+                bench_generate_conversations(model, workload, args.device),
+                asyncio.run(bench_hf_conversations(model, workload, args.max_batch_size, options)),
+            ]
+            if "cb" in args.engines:
+                results.append(asyncio.run(bench_cb(fresh_model(), workload, args.max_batch_size, args.cb_page_size)))
+            sizes = {k: v for k, v in workload.__dict__.items() if k != "seed"}
+        else:
+            raise SystemExit(f"unknown workload {name!r}: use rows<N> (e.g. rows16) or conversations")
+        print(json.dumps(report(name, sizes, results, args)), flush=True)
 
 
 if __name__ == "__main__":
