@@ -20,6 +20,7 @@ from agents.engines.base import Engine
 from agents.engines.registry import engine_kind
 from agents.trajectory import Trajectory
 from trainer.checkpoint import TrainerState, latest_checkpoint
+from trainer.colocated import ColocatedEngineClient, EngineOptions
 from trainer.config import TrainConfig
 from trainer.console import RUN_LOG, open_run_log
 from trainer.curriculum import DifficultyCurriculum
@@ -144,16 +145,20 @@ async def _start_components(
         result = await warm_up(config, model_path, run_dir / "warmup", say=log.info)
         model_path, warmup_metrics = str(result.policy_dir), result.summary()
         plan = plan_run(config, model_path, hardware)  # the same plan, for the warm-up's policy
-    log.info("starting the engine (%s) and loading the model into it", config.engine.kind)
-    engine, engine_factory = await _start_engine(config, plan)
-    closers.append(engine.close)
+    learner: Learner | None = None
+    if config.engine_colocated:  # the learner first: its actor rank builds the engine on its weights
+        learner, colocated = _start_colocated(config, plan)
+        closers += [learner.close, colocated.close]
+        engine, engine_factory = colocated, colocated.factory()
+    else:
+        log.info("starting the engine (%s) and loading the model into it", config.engine.kind)
+        engine, engine_factory = await _start_engine(config, plan)
+        closers.append(engine.close)
     rollout = await _start_rollout(config, engine_factory, model_path, setup)
     closers.append(rollout.close)
-    log.info("starting the learner: %s (%d rank(s) each)", plan.roles, config.learner_ranks)
-    if plan.caution is not None:
-        log.warning(plan.caution)
-    learner = Learner(plan.learner)
-    closers.append(learner.close)
+    if learner is None:
+        learner = _start_learner(config, plan)
+        closers.append(learner.close)
     state = TrainerState(step=0, policy_version=0)
     if resume_from is not None:
         state = await _resume(learner, engine, resume_from, run_dir)
@@ -281,6 +286,21 @@ def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:
         )
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
     return run_dir, resume_from
+
+
+def _start_learner(config: TrainConfig, plan: RunPlan, colocated: EngineOptions | None = None) -> Learner:
+    log.info("starting the learner: %s (%d rank(s) each)", plan.roles, config.learner_ranks)
+    if plan.caution is not None:
+        log.warning(plan.caution)
+    return Learner(plan.learner, colocated_engine=colocated)
+
+
+def _start_colocated(config: TrainConfig, plan: RunPlan) -> tuple[Learner, ColocatedEngineClient]:
+    """The learner, whose actor rank then builds the engine on its own weights (:mod:`trainer.colocated`)."""
+    options = EngineOptions(plan.engine.max_batch_size, plan.engine.max_context, plan.engine.seed)
+    learner = _start_learner(config, plan, options)
+    log.info("the engine (%s) runs in the actor's process, on its weights", config.engine.kind)
+    return learner, learner.engine()
 
 
 async def _start_engine(config: TrainConfig, plan: RunPlan) -> tuple[Engine, Callable[[], Engine]]:

@@ -149,6 +149,7 @@ class EngineConfig:
     """The inference engine that plays the episodes (``configs/training/engine/*.yaml``)."""
 
     kind: str = "hf"
+    placement: str = "auto"  # hf: colocated (in the actor's process, on its weights) | separate (an actor) | auto
     device: str = "auto"  # hf: auto | cpu | cuda
     dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16 | float16
     max_batch_size: int = 16  # hf: sequences decoded together
@@ -271,6 +272,25 @@ class TrainConfig:
     @property
     def learner_ranks(self) -> int:
         return self.trainer.n_gpus or self.trainer.cpu_ranks
+
+    @property
+    def engine_colocated(self) -> bool:
+        """Whether the engine runs in the actor's process on its weights (:mod:`trainer.colocated`).
+
+        ``engine.placement=auto`` colocates a LoRA actor on one learner rank with the ``hf`` engine, unless the
+        engine is asked onto CUDA while the learner is on the CPU or one-step off-policy training overlaps
+        rollouts with updates; ``colocated`` and ``separate`` decide (what ``colocated`` cannot do is an error).
+        """
+        engine = self.engine
+        if engine.placement != "auto":
+            return engine.placement == "colocated"
+        return (
+            engine_kind(engine.kind).placement == "local"
+            and self.model.lora_rank > 0
+            and self.learner_ranks == 1
+            and not (engine.device == "cuda" and self.trainer.n_gpus == 0)
+            and not self.algo.off_policy
+        )
 
 
 ConfigStore.instance().store(name="train_schema", node=TrainConfig)
@@ -564,6 +584,7 @@ def _check_engine_and_devices(config: TrainConfig) -> None:
         engine.device != "cuda" or cuda > 0, "engine.device=cuda but no CUDA device is visible: use engine.device=auto"
     )
     _check_placement(config, cuda)
+    _check_colocation(config)
     _require(engine.max_batch_size >= 1, f"engine.max_batch_size must be >= 1, got {engine.max_batch_size}")
     _require(engine.max_restarts >= 0, f"engine.max_restarts must be >= 0, got {engine.max_restarts}")
 
@@ -586,6 +607,33 @@ def _check_placement(config: TrainConfig, cuda: int) -> None:
         not engine.launch or kind.start is not None, f"engine={kind.name} cannot launch servers: give engine.urls"
     )
     _require(not engine.launch or cuda > 0, f"engine.launch=true starts {kind.name} servers, which need CUDA")
+
+
+def _check_colocation(config: TrainConfig) -> None:
+    """What ``engine.placement=colocated`` needs: the ``hf`` engine, one learner rank, rollouts apart from updates."""
+    engine = config.engine
+    check_choice("engine.placement", engine.placement, ("auto", "colocated", "separate"))
+    if engine.placement != "colocated":
+        return
+    fix = "or set engine.placement=separate"
+    _require(
+        engine_kind(engine.kind).placement == "local",
+        f"engine.placement=colocated runs the engine in the learner's process: use engine=hf, {fix}",
+    )
+    _require(
+        config.learner_ranks == 1,
+        f"engine.placement=colocated needs the actor on one learner rank, not {config.learner_ranks}: "
+        f"set trainer.cpu_ranks=1 (trainer.n_gpus=1), {fix}",
+    )
+    _require(
+        not config.algo.off_policy,
+        f"engine.placement=colocated alternates rollouts and updates; algo.off_policy=true overlaps them: {fix}",
+    )
+    _require(
+        not (engine.device == "cuda" and config.trainer.n_gpus == 0),
+        f"engine.placement=colocated runs the engine on the learner's device, the CPU here, not engine.device=cuda: "
+        f"set trainer.n_gpus=1, {fix}",
+    )
 
 
 def _check_model(model: ModelConfig) -> None:

@@ -79,7 +79,7 @@ async def _while_restarting(call: Callable[[], Any], engine: Engine, timeout_s: 
         except exceptions.ActorDiedError as exc:
             if not _is_actor_of(exc, engine):  # another actor (a learner rank): not the engine's fault
                 raise
-            raise RunFailedError(engine_died_message()) from exc
+            raise RunFailedError(engine_died_message(colocated=engine.weight_sync == "shared")) from exc
 
 
 def _is_actor_of(error: Any, engine: Engine) -> bool:

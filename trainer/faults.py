@@ -37,8 +37,14 @@ class RunFailedError(RuntimeError):
     """The run cannot go on; the message is one line saying why (``trainer.run`` prints it and exits 1)."""
 
 
-def engine_died_message() -> str:
-    """Why a run stops when its engine actor died and Ray restarts it no more."""
+def engine_died_message(colocated: bool = False) -> str:
+    """Why a run stops when its engine actor died and Ray restarts it no more; ``colocated``: the engine ran in the
+    actor's learner process (:mod:`trainer.colocated`), which is never restarted (it held the trained weights)."""
+    if colocated:
+        return (
+            "the actor's process, which also ran the engine (engine.placement=colocated), died: continue from the "
+            f"last checkpoint with trainer.resume=true; why it died (out of memory?) is in the Ray logs in {RAY_LOGS}"
+        )
     return (
         "the engine actor died and Ray restarts it no more (engine.max_restarts used up; raise it to survive more "
         f"deaths); why it died (out of memory?) is in the Ray logs in {RAY_LOGS}"

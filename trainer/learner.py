@@ -15,8 +15,9 @@ Weight sync: rank 0 gathers the full weights (``full_state_dict``, LoRA merged),
 declared ``weight_sync`` (:data:`agents.engines.base.WeightSync`) says how they travel: the ``hf``
 engine actor's client takes the Ray object reference, so the tensors reach it through the object store
 without a copy in the driver; SGLang servers load an exported Hugging Face directory from disk because
-the learner and the servers may not share a process or a host. Every engine drops its prefix cache and
-tags later generations with the new version.
+the learner and the servers may not share a process or a host; the colocated engine
+(:mod:`trainer.colocated`) computes with the actor's own tensors, so nothing travels. Every engine drops its
+prefix cache and tags later generations with the new version.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import torch
 from agents.engines.base import WEIGHT_SYNCS, DiskWeights, Engine
 from trainer.algos import Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
+from trainer.colocated import ColocatedEngineClient, ColocatedWorker, EngineOptions
 from trainer.learner_specs import WorkerSpec, combine_stats
 from trainer.learner_worker import ModelWorker, shard_rows
 
@@ -47,7 +49,15 @@ def _free_port() -> int:
 class WorkerGroup:
     """``world_size`` ranks of one role (contract: module docstring)."""
 
-    def __init__(self, spec: WorkerSpec, world_size: int = 1, *, num_cpus: float = 1.0, num_gpus: float = 0.0) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        world_size: int = 1,
+        *,
+        num_cpus: float = 1.0,
+        num_gpus: float = 0.0,
+        worker_class: type[ModelWorker] = ModelWorker,
+    ) -> None:
         from trainer.ray_cluster import import_ray, init_ray
 
         if world_size < 1:
@@ -56,7 +66,7 @@ class WorkerGroup:
         init_ray()
         self.spec, self.world_size = spec, world_size
         init_method = f"tcp://127.0.0.1:{_free_port()}"
-        worker = self._ray.remote(ModelWorker).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
+        worker = self._ray.remote(worker_class).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
         self.handles = [worker.remote(spec, rank, world_size, init_method) for rank in range(world_size)]
         self.info: list[dict[str, Any]] = self._ray.get([h.setup.remote() for h in self.handles])
 
@@ -146,18 +156,37 @@ class LearnerSpec:
 
 
 class Learner:
-    """The started groups of a :class:`LearnerSpec`, and weight sync to an engine."""
+    """The started groups of a :class:`LearnerSpec`, and weight sync to an engine.
 
-    def __init__(self, spec: LearnerSpec) -> None:
-        def group(worker: WorkerSpec | None) -> WorkerGroup | None:
+    ``colocated_engine``: the actor's one rank also hosts the engine (:mod:`trainer.colocated`), built on its
+    weights once the rank is set up; :meth:`engine` is its client.
+    """
+
+    def __init__(self, spec: LearnerSpec, colocated_engine: EngineOptions | None = None) -> None:
+        def group(worker: WorkerSpec | None, worker_class: type[ModelWorker] = ModelWorker) -> WorkerGroup | None:
             if worker is None:
                 return None
-            return WorkerGroup(worker, spec.world_size, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus)
+            return WorkerGroup(
+                worker, spec.world_size, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus, worker_class=worker_class
+            )
 
         self.spec = spec
-        self.actor = group(spec.actor)
+        self._engine: ColocatedEngineClient | None = None
+        if colocated_engine is not None and spec.world_size != 1:
+            raise ValueError(f"the colocated engine needs the actor on one rank, not {spec.world_size}")
+        self.actor = group(spec.actor, ModelWorker if colocated_engine is None else ColocatedWorker)
+        if colocated_engine is not None:
+            handle = self.actor.handles[0]
+            name = self.actor._ray.get(handle.start_engine.remote(colocated_engine))
+            self._engine = ColocatedEngineClient(handle, name=f"colocated/{name}")
         self.critic = group(spec.critic)
         self.reference = group(spec.reference)
+
+    def engine(self) -> ColocatedEngineClient:
+        """The colocated engine's client (``colocated_engine`` was given)."""
+        if self._engine is None:
+            raise RuntimeError("this learner hosts no engine: give Learner(..., colocated_engine=EngineOptions(...))")
+        return self._engine
 
     @property
     def value_model(self) -> WorkerGroup | None:
@@ -191,6 +220,8 @@ class Learner:
                 await engine.update_weights_from_disk(str(export_dir), policy_version)
             case "state_dict":
                 await engine.update_weights(await self.actor.full_state_dict(), policy_version)
+            case "shared":  # the colocated engine computes with the actor's tensors: nothing travels
+                await engine.update_weights(None, policy_version)
             case "none":
                 raise ValueError(
                     f"engine {engine.name!r} cannot load weights (it serves evaluation only): train with hf or sglang"

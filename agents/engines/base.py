@@ -53,7 +53,7 @@ FinishReason = Literal["stop", "length", "abort"]
 #: ``stop``: a stop token was sampled (it is the last output id). ``length``: ``max_new_tokens`` was
 #: reached. ``abort``: the engine gave up on the request (shutdown, weights changed mid-request).
 
-WeightSync = Literal["state_dict", "object_ref", "disk", "none"]
+WeightSync = Literal["state_dict", "object_ref", "disk", "shared", "none"]
 #: How a trainer gives an engine new weights:
 #:
 #: * ``state_dict``: ``update_weights(state_dict, version)`` with the tensors in the caller's process.
@@ -62,8 +62,10 @@ WeightSync = Literal["state_dict", "object_ref", "disk", "none"]
 #: * ``disk``: a Hugging Face model directory the engine's servers read,
 #:   ``update_weights_from_disk(path, version)`` (:class:`DiskWeights`): trainer and servers may not
 #:   share a process or a host.
+#: * ``shared``: the engine computes with the trainer's own tensors (:mod:`trainer.colocated`), so they
+#:   changed in place; ``update_weights(None, version)`` only drops the prefix cache and takes the version.
 #: * ``none``: the engine cannot load weights (evaluation only); ``update_weights`` raises.
-WEIGHT_SYNCS: tuple[WeightSync, ...] = ("state_dict", "object_ref", "disk", "none")
+WEIGHT_SYNCS: tuple[WeightSync, ...] = ("state_dict", "object_ref", "disk", "shared", "none")
 
 
 @dataclass(frozen=True)

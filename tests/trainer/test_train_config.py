@@ -315,6 +315,19 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["optim.grad_clip=0"], ["optim.grad_clip must be > 0"]),
         (["logging.wandb_mode=on"], ["unknown logging.wandb_mode 'on'", "logging.wandb_mode=offline"]),
         (["engine.max_batch_size=0"], ["engine.max_batch_size must be >= 1, got 0"]),
+        (["engine.placement=colocate"], ["unknown engine.placement 'colocate'", "did you mean 'colocated'"]),
+        (
+            ["engine.placement=colocated", "trainer.cpu_ranks=2"],
+            ["needs the actor on one learner rank, not 2", "trainer.cpu_ranks=1", "engine.placement=separate"],
+        ),
+        (
+            ["engine.placement=colocated", "algo.off_policy=true", "algo.tis.level=token"],
+            ["algo.off_policy=true overlaps them", "engine.placement=separate"],
+        ),
+        (
+            ["engine=sglang", SGLANG_URL, "engine.placement=colocated"],
+            ["runs the engine in the learner's process: use engine=hf", "engine.placement=separate"],
+        ),
         (["engine=sglang"], ["engine=sglang needs", "engine.urls=[http://host:port", "engine.launch=true"]),
         (["engine=sglang", SGLANG_URL, "engine.launch=true"], ["engine=sglang needs either engine.urls"]),
         (["engine.kind=openai"], ["engine.kind=openai serves evaluation only", "engine.kind=hf | engine.kind=sglang"]),
@@ -417,3 +430,21 @@ def test_mini_batches_fit_the_episodes_of_a_step(grpo_cfg, groups, group_size, m
     else:
         with pytest.raises(UsageError, match=f"exceeds the {groups * group_size} episodes of a step"):
             to_train_config(cfg)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "colocated"),
+    [
+        ([], True),  # the default run: SmolLM2 with LoRA on one CPU rank
+        (["model.lora_rank=0"], False),  # full fine-tuning: the engine keeps its own (merged) copy
+        (["trainer.cpu_ranks=2"], False),  # a sharded actor has no whole weights to share
+        (["algo.off_policy=true", "algo.tis.level=token"], False),  # rollouts overlap updates
+        (["engine.placement=separate"], False),
+        (["model.lora_rank=0", "engine.placement=colocated"], True),  # asked for: full fine-tuning works too
+    ],
+)
+def test_auto_placement_colocates_a_lora_actor_on_one_rank(overrides, colocated):
+    config = train_config(*overrides)
+    assert config.engine_colocated == colocated
+    config.engine.device = "cuda"  # the engine asked onto another device than the CPU learner's
+    assert not config.engine_colocated or config.engine.placement == "colocated"

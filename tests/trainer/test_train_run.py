@@ -6,6 +6,8 @@
   with the learner: the logprob mismatch stays at float noise although the weights move each step.
 * The reward of a trivially learnable environment rises under GRPO.
 * One-step off-policy mode runs, and trains on trajectories one version old.
+* With LoRA the engine runs in the actor's process on its weights (``engine.placement=auto``): the run is the
+  run with a separate engine actor, step by step.
 * Faults: a run whose groups all fail logs each dropped group's error, trains nothing and stops after
   ``trainer.max_failed_steps`` such steps; an engine actor killed with SIGKILL is restarted by Ray, counted
   (``engine/restarts``) and given the learner's weights again before it samples.
@@ -367,3 +369,38 @@ def test_gigpo_with_shaping_and_a_curriculum_learns_and_moves_the_difficulty(tmp
     state = json.loads((run_dir / "checkpoints" / "step_000010" / "trainer_state.json").read_text())
     # the ceiling after step 10's update: step 10's, moved by its success
     assert abs(state["curriculum_ceiling"] - records[-1]["curriculum/ceiling"]) <= 1
+
+
+def test_a_colocated_lora_run_plays_the_separate_engines_episodes_with_no_engine_actor(tmp_path):
+    """``engine.placement=auto`` with LoRA on one rank: the engine runs in the actor's process on its weights
+    (trainer/colocated.py), unmerged adapters and no state dict sent. Rollouts and updates alternate without
+    deadlock, and the run is the run with a separate engine actor given the merged weights each step: the same
+    rewards step by step (the same sampled tokens), and the same engine-learner agreement."""
+
+    def run(placement: str) -> list[dict]:
+        config = config_for(
+            tmp_path / placement,
+            "algo=grpo",
+            "algo.group_size=4",
+            "model.lora_rank=8",
+            "model.lr=1e-1",
+            f"engine.placement={placement}",
+            "trainer.total_steps=3",
+            "trainer.groups_per_step=2",
+            "trainer.checkpoint_every=0",
+            "trainer.sample_every=0",
+            "logging.plot=false",
+        )
+        assert config.engine_colocated == (placement == "auto")
+        return read_metrics(train(config, setup=learnable_env.register))
+
+    earlier = {a["ActorID"] for a in engine_actors()}
+    colocated = run("auto")
+    assert not [a for a in engine_actors() if a["ActorID"] not in earlier]  # no engine actor was started
+    separate = run("separate")
+    assert [r["policy_version"] for r in colocated] == [1, 2, 3]
+    assert all(r["rollout/logprob_mismatch"] < 1e-4 for r in colocated)  # sampled from the actor's current weights
+    assert [r["reward/mean"] for r in colocated] == pytest.approx([r["reward/mean"] for r in separate], abs=1e-9)
+    assert [r["actor/policy_loss"] for r in colocated] == pytest.approx(
+        [r["actor/policy_loss"] for r in separate], abs=1e-4
+    )

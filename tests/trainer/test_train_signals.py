@@ -133,15 +133,15 @@ def test_sigterm_stops_supervised_fine_tuning_and_exits_143(tmp_path):
     assert not (tmp_path / "sft" / "policy" / "COMPLETE").exists()
 
 
-def engine_process(run: subprocess.Popen) -> psutil.Process:
-    """The run's engine actor (Ray names its worker process ``ray::EngineHost``)."""
+def actor_process(run: subprocess.Popen, actor_class: str = "EngineHost") -> psutil.Process:
+    """The run's actor of ``actor_class`` (Ray names its worker process ``ray::<class>``): the engine by default."""
     for process in children(run):
         try:
-            if "EngineHost" in " ".join(process.cmdline()):
+            if actor_class in " ".join(process.cmdline()):
                 return process
         except psutil.NoSuchProcess:
             continue
-    pytest.fail("no engine actor among the run's processes")
+    pytest.fail(f"no {actor_class} actor among the run's processes")
 
 
 @pytest.mark.slow
@@ -149,7 +149,7 @@ def test_a_dead_engine_with_no_restarts_left_stops_the_run_with_one_line(tmp_pat
     run, log = start(tmp_path, "trainer.run", *run_overrides(tmp_path, "engine.max_restarts=0"))
     try:
         wait_for(tmp_path / "run" / "metrics.jsonl", "\n", run, timeout_s=300)  # step 1 is done
-        engine_process(run).kill()  # SIGKILL, as the out-of-memory killer would
+        actor_process(run).kill()  # SIGKILL, as the out-of-memory killer would
         assert run.wait(timeout=180) == 1, read(log)[-3000:]
     finally:
         if run.poll() is None:
@@ -159,4 +159,27 @@ def test_a_dead_engine_with_no_restarts_left_stops_the_run_with_one_line(tmp_pat
     assert text.strip().splitlines()[-1] == (
         "turngym: error: the engine actor died and Ray restarts it no more (engine.max_restarts used up; raise it "
         "to survive more deaths); why it died (out of memory?) is in the Ray logs in /tmp/ray/session_latest/logs"
+    )
+
+
+@pytest.mark.slow
+def test_a_dead_colocated_actor_stops_the_run_with_one_line_naming_resume(tmp_path):
+    """With LoRA the engine runs in the actor's process (engine.placement=auto): its death takes the trained
+    weights with it, so Ray does not restart it and the run stops with one line that says how to continue."""
+    run, log = start(
+        tmp_path, "trainer.run", *run_overrides(tmp_path, "model.lora_rank=4", "trainer.checkpoint_every=1")
+    )
+    try:
+        wait_for(tmp_path / "run" / "metrics.jsonl", "\n", run, timeout_s=300)  # step 1 is done
+        actor_process(run, "ColocatedWorker").kill()  # SIGKILL, as the out-of-memory killer would
+        assert run.wait(timeout=180) == 1, read(log)[-3000:]
+    finally:
+        if run.poll() is None:
+            run.kill()
+    text = read(log)
+    assert "Traceback" not in text
+    assert text.strip().splitlines()[-1] == (
+        "turngym: error: the actor's process, which also ran the engine (engine.placement=colocated), died: continue "
+        "from the last checkpoint with trainer.resume=true; why it died (out of memory?) is in the Ray logs in "
+        "/tmp/ray/session_latest/logs"
     )

@@ -87,6 +87,11 @@ async def test_each_declared_transport_makes_its_own_calls(tmp_path):
     assert engine.received == [("update_weights_from_disk", "engine_weights", 5)]
     assert group.calls == ["save_pretrained engine_weights tiny"]  # the HF directory first, then the load
 
+    learner, group = _learner()
+    engine = Declared("shared")
+    await learner.sync_weights(engine, 6)
+    assert engine.received == [("update_weights", None, 6)] and group.calls == []  # the colocated engine: no weights
+
 
 async def test_engines_that_cannot_take_weights_fail_with_the_reason(tmp_path):
     learner, group = _learner()
@@ -96,6 +101,8 @@ async def test_engines_that_cannot_take_weights_fail_with_the_reason(tmp_path):
         await learner.sync_weights(Declared("disk"), 1, export_dir=tmp_path)
     with pytest.raises(ValueError, match="goes through disk: give export_dir"):
         await learner.sync_weights(FromDisk("disk"), 1)
-    with pytest.raises(ValueError, match="weight_sync='nccl'; expected one of state_dict, object_ref, disk, none"):
+    with pytest.raises(
+        ValueError, match="weight_sync='nccl'; expected one of state_dict, object_ref, disk, shared, none"
+    ):
         await learner.sync_weights(Declared("nccl"), 1)
     assert group.calls == []  # nothing was gathered for an engine that could not take it

@@ -1,0 +1,126 @@
+"""The colocated engine (trainer/colocated.py) on one FSDP2 rank in this process (gloo, world size 1).
+
+* :func:`shared_weights_model` copies no weight: every parameter of the copy is a view of the learner's, so an
+  optimizer step on the adapters changes what the copy computes, and the copy's logits are the learner's.
+* The engine built on it samples from the learner's current policy: its greedy tokens and logprobs are those of
+  a separate engine given the merged weights (the way a separate engine actor is synced), before and after an
+  update; a sync only takes the version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from agents.engines.base import SamplingParams
+from agents.engines.hf import HfEngine
+from agents.models import tiny_model_path
+from trainer.algos import Aggregation, PolicyLossSpec
+from trainer.batch import TrainBatch
+from trainer.colocated import ColocatedWorker, EngineOptions, shared_weights_model
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
+
+INIT = "tcp://127.0.0.1:29877"  # the process group of tests/trainer/test_learner_worker.py, if it ran first
+PROMPT = [5, 17, 42, 99, 7, 63, 120, 11]
+GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0)
+
+
+def batch() -> TrainBatch:
+    generator = torch.Generator().manual_seed(3)
+    ids = torch.randint(5, 250, (2, 14), generator=generator)
+    mask = torch.zeros(2, 14)
+    mask[:, 6:12] = 1
+    out = TrainBatch(ids, torch.ones(2, 14, dtype=torch.long), mask, torch.zeros(2, 14), torch.tensor([6, 6]))
+    out.old_logprobs = torch.full((2, 14), -5.5) * mask
+    out.advantages = torch.randn(2, 14, generator=generator) * mask
+    return out
+
+
+def colocated_worker(lora_rank: int = 4) -> ColocatedWorker:
+    optimizer = OptimizerSpec(lr=5e-2, warmup_steps=0, total_steps=10, schedule="constant")
+    spec = WorkerSpec("actor", str(tiny_model_path()), optimizer, lora=LoraSpec(rank=lora_rank, alpha=8.0))
+    worker = ColocatedWorker(spec, 0, 1, INIT)
+    worker.setup()
+    return worker
+
+
+def update(worker: ColocatedWorker) -> None:
+    b = batch()
+    worker.update_policy(b, Aggregation("token-mean", float(b.response_mask.sum()), 2.0), PolicyLossSpec(), 2)
+
+
+def local_pointers(model: torch.nn.Module) -> set[int]:
+    return {(p.to_local() if hasattr(p, "to_local") else p).data_ptr() for p in model.parameters()}
+
+
+@pytest.mark.parametrize("lora_rank", [4, 0], ids=["lora", "full-fine-tuning"])
+def test_the_copy_shares_every_weight_and_follows_an_update(lora_rank):
+    worker = colocated_worker(lora_rank)
+    copy = shared_weights_model(worker.model)
+    assert {p.data_ptr() for p in copy.parameters()} <= local_pointers(worker.model)  # views, no copies
+    assert not any(p.requires_grad for p in copy.parameters()) and not copy.training
+    ids = batch().input_ids
+    with torch.no_grad():
+        before = copy(ids).logits
+        torch.testing.assert_close(before, worker.model(ids).logits, atol=1e-5, rtol=0)
+    update(worker)
+    with torch.no_grad():
+        after = copy(ids).logits
+        torch.testing.assert_close(after, worker.model(ids).logits, atol=1e-5, rtol=0)
+    assert (after - before).abs().max() > 1e-4  # the step changed what the copy computes
+
+
+def separate_engine(worker: ColocatedWorker) -> HfEngine:
+    """An engine on its own copy of the merged weights, as the separate engine actor is given them."""
+    from transformers import AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_path())
+    plain.load_state_dict(worker.full_state_dict(), strict=False)
+    return HfEngine(plain, seed=0)
+
+
+async def generate(engine, prompt=PROMPT):
+    return await engine.generate(prompt, GREEDY)
+
+
+def test_the_colocated_engine_samples_the_learners_current_policy():
+    worker = colocated_worker()
+    assert worker.start_engine(EngineOptions(max_batch_size=4, max_context=None, seed=0)) == "hf"
+
+    async def compare(version: int) -> None:
+        await worker.update_weights(None, version)
+        assert (await worker.stats()).policy_version == version
+        reference = separate_engine(worker)
+        try:
+            ours, theirs = await asyncio.gather(generate(worker), generate(reference))
+        finally:
+            await reference.close()
+        assert ours.output_ids == theirs.output_ids
+        torch.testing.assert_close(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=1e-4, rtol=0)
+
+    async def scenario() -> None:
+        try:
+            await compare(0)
+            for _ in range(3):
+                update(worker)
+            await compare(1)
+            stats = await worker.stats()
+            assert stats.extra["prefix_cache_tokens"] <= len(PROMPT) + GREEDY.max_new_tokens  # the sync emptied it
+        finally:
+            await worker.close_engine()
+
+    asyncio.run(scenario())
+
+
+def test_a_sharded_parameter_is_refused_with_the_fix():
+    from trainer.colocated import _whole
+
+    class Shard(torch.Tensor):  # a DTensor whose local piece is half the parameter (two ranks)
+        def to_local(self):
+            return torch.zeros(2, 3)
+
+    param = torch.zeros(4, 3).as_subclass(Shard)
+    with pytest.raises(ValueError, match=r"sharded .*one learner rank .*engine.placement=separate"):
+        _whole(param, "layers.0.weight")

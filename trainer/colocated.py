@@ -1,0 +1,178 @@
+"""The colocated engine: the ``hf`` engine inside the actor's learner process, on the actor's own weights.
+
+With ``engine.placement=colocated`` (the default for a LoRA actor on one learner rank, :func:`colocates`) no
+engine actor exists. The actor's single :class:`ColocatedWorker` rank is both a
+:class:`~trainer.learner_worker.ModelWorker` and an engine host: after ``setup`` it builds an
+:class:`~agents.engines.hf.HfEngine` on :func:`shared_weights_model`, a second module tree whose every
+parameter and buffer is a view of the learner's (FSDP2 with one rank keeps each whole parameter in its local
+shard), so
+
+* no second copy of the weights exists: the engine costs only its keys/values and prefix cache;
+* the engine computes with the LoRA adapters as they are, unmerged: an optimizer step changes what it
+  samples, and a weight sync is only the new policy version and an emptied prefix cache
+  (``weight_sync="shared"``), no state dict.
+
+Rollouts and updates alternate: the training loop awaits a step's rollout before it updates, and the engine
+holds its running sequences back while an update of the version is queued (:mod:`agents.engines.hf`), so
+no generation mixes two policies. One-step off-policy training overlaps them and is refused with this
+placement (:mod:`trainer.config`).
+
+Environment actors reach the engine through :class:`ColocatedEngineClient`, the
+:class:`~trainer.engine_actor.EngineClient` of the same handle: ``generate`` and the other engine calls are
+async methods of the worker, served concurrently by its event loop while no learner call runs.
+
+Faults: the colocated actor is the learner. Its death ends the run (as a learner rank's does), and
+``trainer.resume=true`` continues from the last checkpoint; Ray does not restart it, because the restarted
+process would hold neither the trained weights nor the optimizer's state.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from agents.engines.base import DropsPrefixCache, EngineStats, Generation, SamplingParams, WeightSync
+from trainer.engine_actor import EngineClient, EngineClientFactory
+from trainer.learner_specs import PEFT_DEPRECATION_MESSAGE
+from trainer.learner_worker import ModelWorker
+
+__all__ = ["ColocatedEngineClient", "ColocatedWorker", "EngineOptions", "shared_weights_model"]
+
+
+def shared_weights_model(model: nn.Module) -> nn.Module:
+    """A module tree like ``model`` (a causal LM, LoRA-wrapped or not, sharded by FSDP2 on ONE rank) whose
+    parameters and buffers are views of ``model``'s: no weight is copied, and in-place changes of either show
+    in both. The copy is a plain module (no FSDP hooks), in eval mode, without gradients.
+
+    Built on the meta device from ``model``'s config and LoRA settings, then every parameter and buffer slot is
+    pointed at the tensor in the same slot of ``model`` (tied weights stay tied). Raises ``ValueError`` for a
+    parameter that is not whole on this rank (FSDP2 over several ranks) or a slot ``model`` does not have.
+    """
+    from transformers import AutoModelForCausalLM
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    with torch.device("meta"):
+        copy = AutoModelForCausalLM.from_config(base.config)
+        if hasattr(model, "peft_config"):
+            from peft import get_peft_model
+
+            with warnings.catch_warnings():  # as in with_lora: transformers' note to peft's authors
+                warnings.filterwarnings("ignore", message=PEFT_DEPRECATION_MESSAGE, category=FutureWarning)
+                copy = get_peft_model(copy, model.peft_config["default"])
+    copy.generation_config = base.generation_config
+    views: dict[int, nn.Parameter] = {}  # one view per tensor, so tied weights stay one parameter
+    for name, module in model.named_modules():
+        target = copy.get_submodule(name)
+        for slot, param in module._parameters.items():
+            if param is None:
+                continue
+            if id(param) not in views:
+                views[id(param)] = nn.Parameter(_whole(param, f"{name}.{slot}"), requires_grad=False)
+            _check_shape(target, slot, views[id(param)], f"{name}.{slot}")
+            target._parameters[slot] = views[id(param)]
+        for slot, buffer in module._buffers.items():
+            if buffer is not None:
+                target._buffers[slot] = buffer
+    left = [n for n, t in [*copy.named_parameters(), *copy.named_buffers()] if t.is_meta]
+    if left:
+        raise ValueError(f"the shared-weights copy has tensors {left[:5]} the learner's model lacks")
+    return copy.eval()
+
+
+def _whole(param: torch.Tensor, name: str) -> torch.Tensor:
+    """The whole tensor behind ``param`` (an FSDP2 DTensor's local shard on one rank), detached, same storage."""
+    local = param.to_local() if hasattr(param, "to_local") else param
+    if tuple(local.shape) != tuple(param.shape):
+        raise ValueError(
+            f"{name} is sharded ({tuple(local.shape)} of {tuple(param.shape)} here): the colocated engine needs "
+            "the actor on one learner rank (trainer.cpu_ranks=1 or trainer.n_gpus=1), or engine.placement=separate"
+        )
+    return local.detach()
+
+
+def _check_shape(module: nn.Module, slot: str, view: torch.Tensor, name: str) -> None:
+    expected = module._parameters.get(slot)
+    if expected is None or tuple(expected.shape) != tuple(view.shape):
+        shape = None if expected is None else tuple(expected.shape)
+        raise ValueError(f"{name}: the learner's {tuple(view.shape)} does not fit the copy's slot {shape}")
+
+
+class EngineOptions:
+    """What the colocated engine takes from the run's engine spec (picklable)."""
+
+    def __init__(self, max_batch_size: int, max_context: int | None, seed: int | None) -> None:
+        self.max_batch_size, self.max_context, self.seed = max_batch_size, max_context, seed
+
+
+class ColocatedWorker(ModelWorker):
+    """The actor's one rank with the engine in its process (module docstring); Ray runs it as an async actor.
+
+    Tests use it directly: ``setup()``, then ``start_engine(options)``, then the engine calls.
+    """
+
+    def start_engine(self, options: EngineOptions) -> str:
+        """Build the engine on the shared weights (after ``setup``); returns the engine's name."""
+        import uuid
+
+        from agents.engines.hf import HfEngine
+
+        if self.model is None:
+            raise RuntimeError("start_engine needs the model: call setup() first")
+        self.engine = HfEngine(
+            shared_weights_model(self.model),
+            device=str(self.device),
+            max_batch_size=options.max_batch_size,
+            max_context=options.max_context,
+            seed=options.seed,
+        )
+        self.instance_id = uuid.uuid4().hex
+        return self.engine.name
+
+    async def generate(
+        self, input_ids: Sequence[int], sampling: SamplingParams, affinity_key: str | None = None
+    ) -> Generation:
+        return await self.engine.generate(input_ids, sampling, affinity_key)
+
+    async def update_weights(self, state_dict: Mapping[str, Any] | None, policy_version: int) -> None:
+        """The weights changed in place (they are the learner's): drop the prefix cache, take the new version.
+
+        ``state_dict`` is ignored (``weight_sync="shared"``). The engine's own ``update_weights`` is given its
+        own state, which it checks and loads onto itself, a copy of each tensor onto its own storage: the
+        only way its public contract offers to take a version and drop the cache at once.
+        """
+        await self.engine.update_weights(self.engine.model.state_dict(), policy_version)
+
+    async def stats(self) -> EngineStats:
+        return self.engine.stats()
+
+    async def drop_prefix_cache(self) -> None:
+        if isinstance(self.engine, DropsPrefixCache):
+            await self.engine.drop_prefix_cache()
+
+    async def close_engine(self) -> None:
+        await self.engine.close()
+
+    async def ping(self) -> str:
+        return self.engine.name
+
+    async def instance(self) -> str:
+        return self.instance_id
+
+
+class ColocatedEngineClient(EngineClient):
+    """The engine protocol over the colocated worker's handle: ``weight_sync="shared"`` (no state dict travels).
+
+    ``close`` closes the engine only; the worker, being the learner, is closed with the learner.
+    """
+
+    weight_sync: WeightSync = "shared"
+
+    async def close(self) -> None:
+        await self.handle.close_engine.remote()
+
+    def factory(self) -> EngineClientFactory:
+        return EngineClientFactory(self.handle, self.name)
