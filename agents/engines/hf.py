@@ -24,14 +24,18 @@ turn ``k + 1`` of a conversation whose input starts with turn ``k``'s input and 
 ``len(input_k) + len(output_k) - 1``: every token but the last sampled one.
 
 Batched prefill computes the same quantities as one request at a time; only float summation order may differ
-(wider, masked attention products), which measured on CPU float32 moves logprobs by about 1e-6 and left every
-greedy and seeded token unchanged (tests/agents/engines/test_hf_batched_prefill.py).
+(wider, masked attention products): on CPU float32 it left every greedy and seeded token unchanged and moved
+logprobs by at most 1e-6 on the tiny test model (tests/agents/engines/test_hf_batched_prefill.py; SmolLM2 in
+its slow tests).
 
 Weight updates (``update_weights``): by default the update waits for the running sequences to finish with
 the old weights (queued requests are not admitted meanwhile), then loads the state dict in place, clears the
 prefix cache and sets the version; every ``Generation`` therefore comes from exactly one policy version,
 and requests admitted after the update use the new one. With ``abort_in_flight=True`` running sequences
 end at once with ``finish_reason == "abort"`` and the tokens sampled so far.
+
+Sampling: the whole batch's next tokens in one set of tensor ops on the model's device, each request drawing
+from its own generator on that device (:mod:`agents.engines.hf_sampling`).
 
 Stop tokens: the model's ``generation_config.eos_token_id`` (int or list) plus ``SamplingParams.stop_token_ids``.
 Context: ``max_context`` (default: the model's ``max_position_embeddings``) bounds prompt plus output; a
