@@ -124,3 +124,31 @@ def test_a_sharded_parameter_is_refused_with_the_fix():
     param = torch.zeros(4, 3).as_subclass(Shard)
     with pytest.raises(ValueError, match=r"sharded .*one learner rank .*engine.placement=separate"):
         _whole(param, "layers.0.weight")
+
+
+def test_a_loaded_checkpoint_reaches_the_engine(tmp_path):
+    """Resuming loads the checkpoint into the actor's tensors in place, so the engine built before it serves it."""
+    trained = colocated_worker()
+    for _ in range(3):
+        update(trained)
+    trained.save_checkpoint(str(tmp_path))
+    resumed = colocated_worker()
+    resumed.start_engine(EngineOptions(max_batch_size=4, max_context=None, seed=0))
+
+    async def scenario() -> None:
+        try:
+            before = await generate(resumed)
+            resumed.load_checkpoint(str(tmp_path))
+            await resumed.update_weights(None, 3)
+            reference = separate_engine(trained)
+            try:
+                ours, theirs = await asyncio.gather(generate(resumed), generate(reference))
+            finally:
+                await reference.close()
+            assert ours.output_ids == theirs.output_ids
+            torch.testing.assert_close(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=1e-4, rtol=0)
+            assert max(abs(a - b) for a, b in zip(ours.logprobs, before.logprobs, strict=False)) > 1e-4
+        finally:
+            await resumed.close_engine()
+
+    asyncio.run(scenario())
