@@ -22,6 +22,7 @@ after the arguments are read.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -107,12 +108,37 @@ def sigterm_interrupts() -> Iterator[SignalStop]:
         yield stop
         return
     previous = signal.signal(signal.SIGTERM, stop)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _stop_again_when_swallowed(previous_hook)
     _active_stops.append(stop)
     try:
         yield stop
     finally:
         _active_stops.remove(stop)
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_again_when_swallowed(previous: Callable[[Any], None]) -> Callable[[Any], None]:
+    """An unraisable-exception hook that sends the stop's signal again when Python swallowed its interrupt.
+
+    The handler's ``KeyboardInterrupt`` can land in code that cannot raise (a ``__del__``, a weakref callback, the
+    garbage collector): Python prints ``Exception ignored in ...`` and goes on, and the command would neither
+    stop nor stay quiet. Sent again, the signal interrupts the next ordinary line instead. Every other
+    unraisable exception goes to the ``previous`` hook.
+    """
+
+    def hook(unraisable: Any) -> None:
+        signum = _active_stops[-1].signum if _active_stops else None
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and signum is not None:
+            # From another thread, a moment later: sent from here, the handler would raise inside this hook.
+            again = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+            again.daemon = True
+            again.start()
+            return
+        previous(unraisable)
+
+    return hook
 
 
 @contextlib.contextmanager

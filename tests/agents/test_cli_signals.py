@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,27 @@ def test_a_stop_inside_exec_of_source_text_still_exits_143_under_python_m(tmp_pa
         [sys.executable, "-m", "stop_in_exec"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert (done.returncode, done.stderr) == (143, "turngym: error: stopped by SIGTERM\n")
+
+
+def test_a_stop_swallowed_by_a_finalizer_is_sent_again_and_stops_the_command(capsys):
+    """The handler's interrupt raised inside ``__del__`` cannot propagate: Python would print ``Exception ignored``
+    and the work would go on. The signal is sent again and interrupts the work's next line."""
+    reached = []
+
+    class SignalsWhenCollected:
+        def __del__(self):
+            sigterm_self()  # the handler runs here, inside the finalizer
+
+    def work(config) -> int:
+        SignalsWhenCollected()  # collected at once: the interrupt is raised in __del__ and swallowed
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the signal sent again lands in this loop
+            time.sleep(0.001)
+        reached.append("after the loop")
+        return 0
+
+    hook = sys.unraisablehook
+    assert run_command("usage", compose, work, []) == 143
+    assert reached == []
+    assert capsys.readouterr().err == "turngym: error: stopped by SIGTERM\n"  # no "Exception ignored" report
+    assert sys.unraisablehook is hook  # the command's hook lasted as long as the command
