@@ -24,9 +24,9 @@ turn ``k + 1`` of a conversation whose input starts with turn ``k``'s input and 
 ``len(input_k) + len(output_k) - 1``: every token but the last sampled one.
 
 Batched prefill computes the same quantities as one request at a time; only float summation order may differ
-(wider, masked attention products): on CPU float32 it left every greedy and seeded token unchanged and moved
-logprobs by at most 1e-6 on the tiny test model (tests/agents/engines/test_hf_batched_prefill.py; SmolLM2 in
-its slow tests).
+(one batched matrix product over the group, masked hole columns in the attention): on CPU float32 it left every
+greedy and seeded token unchanged and moved first-token logprobs by at most 1e-6 on the tiny test model and
+1.1e-5 on SmolLM2 (tests/agents/engines/test_hf_batched_prefill.py, SmolLM2 in its slow tests).
 
 Weight updates (``update_weights``): by default the update waits for the running sequences to finish with
 the old weights (queued requests are not admitted meanwhile), then loads the state dict in place, clears the
