@@ -25,7 +25,7 @@ turn ``k + 1`` of a conversation whose input starts with turn ``k``'s input and 
 
 Batched prefill computes the same quantities as one request at a time; only float summation order may differ
 (one batched matrix product over the group, masked hole columns in the attention): on CPU float32 it left every
-greedy and seeded token unchanged and moved first-token logprobs by at most 1e-6 on the tiny test model and
+greedy and seeded token unchanged and moved logprobs by at most 1e-6 on the tiny test model and
 1.1e-5 on SmolLM2 (tests/agents/engines/test_hf_batched_prefill.py, SmolLM2 in its slow tests).
 
 Weight updates (``update_weights``): by default the update waits for the running sequences to finish with
