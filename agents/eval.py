@@ -192,6 +192,7 @@ async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSumma
 
     trajectories: list[Trajectory] = []
     started = time.perf_counter()
+    pending: set[asyncio.Future] = set()
     try:
         with progress:
             pending = {asyncio.ensure_future(one(i)) for i in range(config.episodes)}
@@ -206,6 +207,11 @@ async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSumma
                 progress.heartbeat()
         engine_metrics = policy.engine.stats().as_metrics() if policy.engine is not None else {}
     finally:
+        # Interrupted (SIGTERM, Ctrl-C): the episodes not played yet end here, not as tasks the interpreter
+        # destroys at exit with a warning each.
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         await policy.close()
     engine_metrics["wall_s"] = time.perf_counter() - started
     engine_metrics["output"] = str(out)
