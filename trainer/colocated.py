@@ -29,14 +29,14 @@ process would hold neither the trained weights nor the optimizer's state.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-from agents.engines.base import DropsPrefixCache, EngineStats, Generation, SamplingParams, WeightSync
-from trainer.engine_actor import EngineClient, EngineClientFactory
+from agents.engines.base import WeightSync
+from trainer.engine_actor import EngineClient, EngineHost
 from trainer.learner_specs import PEFT_DEPRECATION_MESSAGE
 from trainer.learner_worker import ModelWorker
 
@@ -108,10 +108,12 @@ class EngineOptions:
         self.max_batch_size, self.max_context, self.seed = max_batch_size, max_context, seed
 
 
-class ColocatedWorker(ModelWorker):
+class ColocatedWorker(ModelWorker, EngineHost):
     """The actor's one rank with the engine in its process (module docstring); Ray runs it as an async actor.
 
-    Tests use it directly: ``setup()``, then ``start_engine(options)``, then the engine calls.
+    The engine calls are :class:`~trainer.engine_actor.EngineHost`'s, on the engine :meth:`start_engine` builds
+    (``EngineHost.__init__``, which builds an engine from a factory, is not used). Tests use it directly:
+    ``setup()``, then ``start_engine(options)``, then the engine calls.
     """
 
     def start_engine(self, options: EngineOptions) -> str:
@@ -132,11 +134,6 @@ class ColocatedWorker(ModelWorker):
         self.instance_id = uuid.uuid4().hex
         return self.engine.name
 
-    async def generate(
-        self, input_ids: Sequence[int], sampling: SamplingParams, affinity_key: str | None = None
-    ) -> Generation:
-        return await self.engine.generate(input_ids, sampling, affinity_key)
-
     async def update_weights(self, state_dict: Mapping[str, Any] | None, policy_version: int) -> None:
         """The weights changed in place (they are the learner's): drop the prefix cache, take the new version.
 
@@ -146,22 +143,6 @@ class ColocatedWorker(ModelWorker):
         """
         await self.engine.update_weights(self.engine.model.state_dict(), policy_version)
 
-    async def stats(self) -> EngineStats:
-        return self.engine.stats()
-
-    async def drop_prefix_cache(self) -> None:
-        if isinstance(self.engine, DropsPrefixCache):
-            await self.engine.drop_prefix_cache()
-
-    async def close_engine(self) -> None:
-        await self.engine.close()
-
-    async def ping(self) -> str:
-        return self.engine.name
-
-    async def instance(self) -> str:
-        return self.instance_id
-
 
 class ColocatedEngineClient(EngineClient):
     """The engine protocol over the colocated worker's handle: ``weight_sync="shared"`` (no state dict travels).
@@ -170,9 +151,3 @@ class ColocatedEngineClient(EngineClient):
     """
 
     weight_sync: WeightSync = "shared"
-
-    async def close(self) -> None:
-        await self.handle.close_engine.remote()
-
-    def factory(self) -> EngineClientFactory:
-        return EngineClientFactory(self.handle, self.name)

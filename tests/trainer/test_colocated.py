@@ -85,6 +85,18 @@ async def generate(engine, prompt=PROMPT):
     return await engine.generate(prompt, GREEDY)
 
 
+async def generate_as_merged(worker: ColocatedWorker, merged_from: ColocatedWorker):
+    """``worker``'s engine's generation, checked against a separate engine given ``merged_from``'s merged weights."""
+    reference = separate_engine(merged_from)
+    try:
+        ours, theirs = await asyncio.gather(generate(worker), generate(reference))
+    finally:
+        await reference.close()
+    assert ours.output_ids == theirs.output_ids
+    torch.testing.assert_close(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=1e-4, rtol=0)
+    return ours
+
+
 def test_the_colocated_engine_samples_the_learners_current_policy():
     worker = colocated_worker()
     assert worker.start_engine(EngineOptions(max_batch_size=4, max_context=None, seed=0)) == "hf"
@@ -92,13 +104,7 @@ def test_the_colocated_engine_samples_the_learners_current_policy():
     async def compare(version: int) -> None:
         await worker.update_weights(None, version)
         assert (await worker.stats()).policy_version == version
-        reference = separate_engine(worker)
-        try:
-            ours, theirs = await asyncio.gather(generate(worker), generate(reference))
-        finally:
-            await reference.close()
-        assert ours.output_ids == theirs.output_ids
-        torch.testing.assert_close(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=1e-4, rtol=0)
+        await generate_as_merged(worker, worker)
 
     async def scenario() -> None:
         try:
@@ -109,7 +115,7 @@ def test_the_colocated_engine_samples_the_learners_current_policy():
             stats = await worker.stats()
             assert stats.extra["prefix_cache_tokens"] <= len(PROMPT) + GREEDY.max_new_tokens  # the sync emptied it
         finally:
-            await worker.close_engine()
+            await worker.close()
 
     asyncio.run(scenario())
 
@@ -140,15 +146,9 @@ def test_a_loaded_checkpoint_reaches_the_engine(tmp_path):
             before = await generate(resumed)
             resumed.load_checkpoint(str(tmp_path))
             await resumed.update_weights(None, 3)
-            reference = separate_engine(trained)
-            try:
-                ours, theirs = await asyncio.gather(generate(resumed), generate(reference))
-            finally:
-                await reference.close()
-            assert ours.output_ids == theirs.output_ids
-            torch.testing.assert_close(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=1e-4, rtol=0)
+            ours = await generate_as_merged(resumed, trained)
             assert max(abs(a - b) for a, b in zip(ours.logprobs, before.logprobs, strict=False)) > 1e-4
         finally:
-            await resumed.close_engine()
+            await resumed.close()
 
     asyncio.run(scenario())

@@ -144,19 +144,25 @@ def actor_process(run: subprocess.Popen, actor_class: str = "EngineHost") -> psu
     pytest.fail(f"no {actor_class} actor among the run's processes")
 
 
-@pytest.mark.slow
-def test_a_dead_engine_with_no_restarts_left_stops_the_run_with_one_line(tmp_path):
-    run, log = start(tmp_path, "trainer.run", *run_overrides(tmp_path, "engine.max_restarts=0"))
+def kill_after_step_one(tmp_path: Path, actor_class: str, *overrides: str) -> str:
+    """Start a run, SIGKILL its ``actor_class`` actor once step 1 is done (as the out-of-memory killer would), check
+    that the run exits 1 without a traceback, and return its last line."""
+    run, log = start(tmp_path, "trainer.run", *run_overrides(tmp_path, *overrides))
     try:
         wait_for(tmp_path / "run" / "metrics.jsonl", "\n", run, timeout_s=300)  # step 1 is done
-        actor_process(run).kill()  # SIGKILL, as the out-of-memory killer would
+        actor_process(run, actor_class).kill()
         assert run.wait(timeout=180) == 1, read(log)[-3000:]
     finally:
         if run.poll() is None:
             run.kill()
     text = read(log)
     assert "Traceback" not in text
-    assert text.strip().splitlines()[-1] == (
+    return text.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_a_dead_engine_with_no_restarts_left_stops_the_run_with_one_line(tmp_path):
+    assert kill_after_step_one(tmp_path, "EngineHost", "engine.max_restarts=0") == (
         "turngym: error: the engine actor died and Ray restarts it no more (engine.max_restarts used up; raise it "
         "to survive more deaths); why it died (out of memory?) is in the Ray logs in /tmp/ray/session_latest/logs"
     )
@@ -166,19 +172,7 @@ def test_a_dead_engine_with_no_restarts_left_stops_the_run_with_one_line(tmp_pat
 def test_a_dead_colocated_actor_stops_the_run_with_one_line_naming_resume(tmp_path):
     """With LoRA the engine runs in the actor's process (engine.placement=auto): its death takes the trained
     weights with it, so Ray does not restart it and the run stops with one line that says how to continue."""
-    run, log = start(
-        tmp_path, "trainer.run", *run_overrides(tmp_path, "model.lora_rank=4", "trainer.checkpoint_every=1")
-    )
-    try:
-        wait_for(tmp_path / "run" / "metrics.jsonl", "\n", run, timeout_s=300)  # step 1 is done
-        actor_process(run, "ColocatedWorker").kill()  # SIGKILL, as the out-of-memory killer would
-        assert run.wait(timeout=180) == 1, read(log)[-3000:]
-    finally:
-        if run.poll() is None:
-            run.kill()
-    text = read(log)
-    assert "Traceback" not in text
-    assert text.strip().splitlines()[-1] == (
+    assert kill_after_step_one(tmp_path, "ColocatedWorker", "model.lora_rank=4", "trainer.checkpoint_every=1") == (
         "turngym: error: the actor's process, which also ran the engine (engine.placement=colocated), died: continue "
         "from the last checkpoint with trainer.resume=true; why it died (out of memory?) is in the Ray logs in "
         "/tmp/ray/session_latest/logs"
