@@ -61,7 +61,7 @@ def per_seed_success(path: Path) -> dict[int, float]:
 def evaluate(policy: Path, args: argparse.Namespace, out: Path) -> dict[int, float]:
     """``agents.eval`` of ``policy`` on the held-out seeds; per-seed success."""
     command = [
-        sys.executable, "-m", "agents.eval", "env=sokoban", *args.env, "agent=hf", f"model={policy}",
+        sys.executable, "-m", "agents.eval", f"env={args.env_id}", *args.env, "agent=hf", f"model={policy}",
         f"episodes={args.eval_episodes}", f"seed={args.eval_seed}", f"temperature={args.temperature}",
         "max_new_tokens=32", "max_total_tokens=1024", "max_turns=3", f"out={out}", "progress=false",
     ]  # fmt: skip
@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--eval-seed", type=int, default=10_000)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--sampling-seed", type=int, default=None, help="agents.eval's sampling_seed (default: none)")
+    parser.add_argument("--env-id", default="sokoban", help="the environment (default: sokoban, the main command's)")
     parser.add_argument("--env", nargs="*", default=[], help="env.<key>=<value> overrides for training and evaluation")
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()
@@ -103,7 +104,7 @@ def main() -> None:
     started = time.perf_counter()
     if args.warmup is None:
         warmup_dir = out / "warmup"
-        command = [sys.executable, "-m", "trainer.sft", "env=sokoban", *args.env, f"trainer.run_dir={warmup_dir}"]
+        command = [sys.executable, "-m", "trainer.sft", f"env={args.env_id}", *args.env, f"trainer.run_dir={warmup_dir}"]
         report["warmup_s"], _ = run_timed(command)
         policy = warmup_dir / "policy"
     else:
@@ -115,7 +116,7 @@ def main() -> None:
         seed = args.first_seed + k * args.seed_stride
         run_dir = out / f"draw_{seed}"
         command = [
-            sys.executable, "-m", "trainer.run", "env=sokoban", *args.env, f"algo={args.algo}", f"model={policy}",
+            sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}", f"model={policy}",
             *SMOLLM2_RL, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
             f"trainer.run_dir={run_dir}", "trainer.progress=false", *args.overrides,
         ]  # fmt: skip

@@ -4,6 +4,7 @@
     python benchmarks/learning_run.py --fresh-cache         # also convert the embedded model first (empty cache)
     python benchmarks/learning_run.py -- trainer.total_steps=4 evaluation.episodes=32   # any overrides
     python benchmarks/learning_run.py --algo grpo -- algo.group_size=4 env.max_moves=3   # another algorithm
+    python benchmarks/learning_run.py --env frozenlake                                  # another environment
 
 It runs ``python -m trainer.run env=sokoban algo=ppo`` (plus the overrides) to its end while sampling the
 memory of the whole process tree (driver, Ray, engine, learner, environment actors) every second, then
@@ -127,6 +128,7 @@ def evaluate_base_model(config: dict, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", default=None, help="where the run goes (default: a new temporary folder)")
+    parser.add_argument("--env", default="sokoban", help="the run's environment (the README's main command: sokoban)")
     parser.add_argument("--algo", default="ppo", help="the run's algorithm (the README's main command: ppo)")
     parser.add_argument("--fresh-cache", action="store_true", help="start from an empty model cache")
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides (after --)")
@@ -135,7 +137,7 @@ def main() -> None:
     environment = dict(os.environ)
     if args.fresh_cache:
         environment["TURNGYM_CACHE"] = tempfile.mkdtemp(prefix="turngym-cache-")
-    command = [sys.executable, "-m", "trainer.run", "env=sokoban", f"algo={args.algo}", *args.overrides]
+    command = [sys.executable, "-m", "trainer.run", f"env={args.env}", f"algo={args.algo}", *args.overrides]
     command += [f"trainer.run_dir={run_dir}", "trainer.progress=true"]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=environment)
