@@ -104,7 +104,8 @@ def main() -> None:
     started = time.perf_counter()
     if args.warmup is None:
         warmup_dir = out / "warmup"
-        command = [sys.executable, "-m", "trainer.sft", f"env={args.env_id}", *args.env, f"trainer.run_dir={warmup_dir}"]
+        command = [sys.executable, "-m", "trainer.sft", f"env={args.env_id}", *args.env]
+        command.append(f"trainer.run_dir={warmup_dir}")
         report["warmup_s"], _ = run_timed(command)
         policy = warmup_dir / "policy"
     else:
@@ -116,8 +117,8 @@ def main() -> None:
         seed = args.first_seed + k * args.seed_stride
         run_dir = out / f"draw_{seed}"
         command = [
-            sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}", f"model={policy}",
-            *SMOLLM2_RL, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
+            sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}",
+            f"model={policy}", *SMOLLM2_RL, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
             f"trainer.run_dir={run_dir}", "trainer.progress=false", *args.overrides,
         ]  # fmt: skip
         wall_s, memory = run_timed(command)
