@@ -3,6 +3,7 @@
     python benchmarks/step_cost.py                 # 3 steps each, PPO on Sokoban, SmolLM2, no warm-up
     python benchmarks/step_cost.py --steps 4 -- rollout.max_new_tokens=24
     python benchmarks/step_cost.py --candidate bf16="trainer.precision=bf16-mixed engine.dtype=bfloat16"
+    python benchmarks/step_cost.py --only default --steps 2      # one configuration: no ratios
 
 Both configurations start from the same weights (no warm-up, no evaluation) and play the same seeds with
 the same sampling seeds, so their first 8 episodes are the same tokens (the default plays 16 a step):
@@ -98,6 +99,13 @@ def main() -> None:
         metavar='NAME="OVERRIDES"',
         help="another configuration: the defaults plus these space-separated overrides (repeatable)",
     )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="measure only these configurations (e.g. --only default: its memory without the heavy previous one)",
+    )
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides for every configuration (after --)")
     args = parser.parse_args()
     configurations = dict(CONFIGURATIONS)
@@ -106,13 +114,18 @@ def main() -> None:
         if not name or name in configurations or not overrides.strip():
             parser.error(f'--candidate {candidate!r}: give a new NAME="key=value ..."')
         configurations[name] = overrides.split()
+    if args.only is not None:
+        unknown = sorted(set(args.only) - configurations.keys())
+        if unknown:
+            parser.error(f"--only {' '.join(unknown)}: not a configuration (known: {', '.join(configurations)})")
+        configurations = {name: configurations[name] for name in args.only}
     root = Path(tempfile.mkdtemp(prefix="turngym-step-cost-"))
     results = {}
     for name, extra in configurations.items():
         results[name] = measure(name, [*args.overrides, *extra], args.steps, root)
-    previous = results["previous"]
+    previous = results.get("previous")
     for name in configurations:
-        if name != "previous":
+        if previous is not None and name != "previous":
             ratios = {
                 key: previous[key] / value
                 for key, value in results[name].items()
