@@ -37,6 +37,14 @@ end at once with ``finish_reason == "abort"`` and the tokens sampled so far.
 Sampling: the whole batch's next tokens in one set of tensor ops on the model's device, each request drawing
 from its own generator on that device (:mod:`agents.engines.hf_sampling`).
 
+Static decode (``static_decode``, ``cuda_graphs``): the decode step runs over fixed-capacity key/value buffers and
+row-count buckets (:mod:`agents.engines.hf_graphs`), captured in CUDA graphs and replayed on CUDA (the default there),
+eager on CPU when asked (off by default on CPU: the dynamic step is as fast there). The context is then also capped by
+``decode_capacity`` (default 2048 tokens): ``max_context`` becomes ``min(max_context, decode_capacity)``, so a
+generation reaching the buffers' end stops with ``"length"``. Prefill, sampling, prefix reuse and weight updates
+are unchanged; on CPU float32 the static step left every greedy and seeded token of the dynamic one unchanged
+(tests/agents/engines/test_hf_static_decode.py).
+
 Stop tokens: the model's ``generation_config.eos_token_id`` (int or list) plus ``SamplingParams.stop_token_ids``.
 Context: ``max_context`` (default: the model's ``max_position_embeddings``) bounds prompt plus output; a
 prompt of ``max_context`` tokens or more raises ``ValueError``; a generation that reaches it ends with
@@ -64,6 +72,7 @@ import numpy as np
 import torch
 
 from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams, WeightSync
+from agents.engines.hf_graphs import DEFAULT_DECODE_CAPACITY, StaticDecoder, decode_mode
 from agents.engines.hf_kv import PrefillLayout, PrefixCache, RunningBatch, SequenceKV, common_prefix_len
 from agents.engines.hf_sampling import sample_next_tokens
 from agents.memory import return_free_memory
@@ -121,6 +130,10 @@ class HfEngine:
     together; ``prefill_batch_size`` queued requests at most are prefilled in one forward (default
     ``max_batch_size``; 1: one at a time); ``max_cached_tokens`` bounds the prefix cache; ``seed`` seeds requests
     without their own seed.
+
+    ``cuda_graphs`` (default: on for CUDA devices) replays the decode step from CUDA graphs; ``static_decode``
+    (default: ``cuda_graphs``) runs it with static shapes, eagerly when graphs are off (CPU tests), over buffers of
+    ``decode_capacity`` tokens per row (default ``DEFAULT_DECODE_CAPACITY``; see the module docstring).
     """
 
     name = "hf"
@@ -137,16 +150,24 @@ class HfEngine:
         max_context: int | None = None,
         max_cached_tokens: int = 32768,
         seed: int | None = None,
+        cuda_graphs: bool | None = None,
+        static_decode: bool | None = None,
+        decode_capacity: int | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if prefill_batch_size is not None and prefill_batch_size < 1:
             raise ValueError(f"prefill_batch_size must be >= 1 (or None: max_batch_size), got {prefill_batch_size}")
+        self.cuda_graphs, self.static_decode = decode_mode(torch.device(device), cuda_graphs, static_decode)
+        if decode_capacity is not None and decode_capacity < 2:
+            raise ValueError(f"decode_capacity must be >= 2 tokens (a prompt and a new token), got {decode_capacity}")
         self.model = _load_model(model_or_path, device, dtype)
         self._cache_keyword = cache_keyword(self.model)
         config = self.model.config
         model_limit = getattr(config, "max_position_embeddings", None) or 2**31
         self.max_context = min(max_context or model_limit, model_limit)
+        if self.static_decode:
+            self.max_context = min(self.max_context, decode_capacity or DEFAULT_DECODE_CAPACITY)
         self.max_batch_size = max_batch_size
         self.prefill_batch_size = prefill_batch_size or max_batch_size
         self.vocab_size = int(config.vocab_size)
@@ -154,7 +175,7 @@ class HfEngine:
         self.eos_ids = _eos_ids(self.model)
         self._num_layers = int(config.num_hidden_layers)
         self._prefix = PrefixCache(max_cached_tokens)
-        self._batch = RunningBatch(max_batch_size)
+        self._batch = self._new_batch()
         self._running: list[_Request] = []
         self._waiting: deque[_Request] = deque()
         self._updates: deque[_Update] = deque()
@@ -222,7 +243,19 @@ class HfEngine:
             self._condition.notify()
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
         self._prefix.clear()
-        self._batch = RunningBatch(self.max_batch_size)
+        self._batch = self._new_batch()
+
+    def _new_batch(self) -> RunningBatch | StaticDecoder:
+        if not self.static_decode:
+            return RunningBatch(self.max_batch_size)
+        return StaticDecoder(
+            self.model,
+            self._cache_keyword,
+            self.device,
+            self.max_batch_size,
+            self.max_context,
+            graphs=self.cuda_graphs,
+        )
 
     # ----------------------------------------------------------------- request validation
     def _make_request(self, input_ids: Sequence[int], sampling: SamplingParams) -> _Request:
@@ -299,6 +332,8 @@ class HfEngine:
                 update.future.set_exception(error)
                 return
             self.model.load_state_dict(state_dict, strict=False)
+        if isinstance(self._batch, StaticDecoder):
+            self._batch.check_weights()  # load_state_dict copies in place: the captured graphs normally stay
         self._prefix.clear()
         return_free_memory()  # the cleared prefix cache's keys and values; the learner trains next
         with self._condition:
@@ -369,17 +404,10 @@ class HfEngine:
 
     def _decode_step(self) -> None:
         requests = self._running
-        input_ids = torch.tensor([[r.output_ids[-1]] for r in requests], device=self.device)
-        positions = torch.tensor([[r.kv_tokens] for r in requests], device=self.device)
-        cache, attention_mask = self._batch.step_inputs()
-        logits = self.model(
-            input_ids=input_ids,
-            position_ids=positions,
-            attention_mask=attention_mask.to(self.device),
-            use_cache=True,
-            **{self._cache_keyword: cache},
-        ).logits[:, -1]
-        self._batch.advance()
+        if isinstance(self._batch, StaticDecoder):
+            logits = self._batch.step([r.output_ids[-1] for r in requests])
+        else:
+            logits = self._dynamic_decode_logits(requests)
         for request in requests:
             request.kv_tokens += 1
         with self._condition:
@@ -394,6 +422,20 @@ class HfEngine:
                 reason = "abort"
             if reason is not None:
                 self._retire(row, reason)
+
+    def _dynamic_decode_logits(self, requests: list[_Request]) -> torch.Tensor:
+        input_ids = torch.tensor([[r.output_ids[-1]] for r in requests], device=self.device)
+        positions = torch.tensor([[r.kv_tokens] for r in requests], device=self.device)
+        cache, attention_mask = self._batch.step_inputs()
+        logits = self.model(
+            input_ids=input_ids,
+            position_ids=positions,
+            attention_mask=attention_mask.to(self.device),
+            use_cache=True,
+            **{self._cache_keyword: cache},
+        ).logits[:, -1]
+        self._batch.advance()
+        return logits
 
     def _record_samples(self, requests: list[_Request], logits: torch.Tensor) -> None:
         tokens, logprobs = sample_next_tokens(logits, [r.sampling for r in requests], [r.generator for r in requests])
@@ -496,4 +538,5 @@ def build_hf_engine(spec: EngineSpec) -> HfEngine:
         max_batch_size=spec.max_batch_size,
         max_context=spec.max_context,
         seed=spec.seed,
+        cuda_graphs=spec.cuda_graphs,
     )

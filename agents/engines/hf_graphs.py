@@ -1,0 +1,253 @@
+"""Static-shape decode for :class:`agents.engines.hf.HfEngine`, replayed from CUDA graphs on CUDA.
+
+The dynamic decode step (:class:`~agents.engines.hf_kv.RunningBatch`) runs a batch whose shapes change every
+step (rows come and go, the cache grows a column), so on a GPU each step is dozens of small kernel launches and
+host round trips. :class:`StaticDecoder` gives every step the same shapes:
+
+* per-layer key/value buffers of fixed ``capacity`` columns, ``[max_rows, heads, capacity, head_dim]``; row ``r``
+  holds its sequence left-aligned in columns ``[0, lengths[r])`` (its position ``p`` is column ``p``);
+* static inputs: the token ids ``[max_rows, 1]`` and their positions ``[max_rows, 1]``, which are also the column
+  each row writes;
+* a cache layer (:class:`ColumnWriteLayer`) whose ``update`` scatters the new key/value into each row's column (a
+  device tensor) and returns the whole buffers, and a 4D additive attention mask over all ``capacity`` columns
+  computed on the device from those positions (0 on columns ``<= position``, the dtype's minimum elsewhere);
+* row-count buckets (:func:`decode_buckets`: 1, 2, 4, ... and ``max_rows``): ``n`` running rows run the smallest
+  bucket ``>= n``; the extra rows read token 0 at position 0, write column 0 of unused rows, and are ignored.
+
+Why no ``StaticCache`` or ``torch.compile(mode="reduce-overhead")``: transformers' ``StaticLayer`` keeps one
+``cumulative_length`` for the whole batch, so every row would write the same column, and continuous batching needs
+each row at its own length; compiling adds a dependency on Inductor and its recompilations for what a captured graph
+already removes (the launches and host syncs).
+
+Mask creation (transformers 5.x, ``masking_utils.create_causal_mask``): an attention mask that is already 4D is
+returned as is (``_preprocess_mask_arguments``' early exit), so no mask code runs that could read tensor values on
+the host (``.item()``, the ``torch.all(mask)`` short cut to ``is_causal``); positions are passed explicitly, so
+``get_seq_length`` is never used for them. The forward is therefore capture-safe for full-attention models (the
+only ones ``HfEngine`` serves).
+
+On CUDA (``graphs=True``) the forward of each bucket is captured once into a ``torch.cuda.CUDAGraph`` on the first
+step that needs it (after two warm-up runs on a side stream; all graphs share one private memory pool) and replayed
+afterwards: a step copies the token ids and positions in, replays, and reads the logits out. Capturing writes the
+same keys/values at the same columns as the step itself would (they depend only on the inputs and the weights), so
+capturing during a real step changes nothing. Capture uses ``capture_error_mode="thread_local"``: the engine's thread
+captures while other threads of the process (a colocated learner) may use the device. A graph reads the weights
+where they were at capture: ``load_state_dict`` copies into the same tensors, so graphs stay valid across weight
+updates; :meth:`StaticDecoder.check_weights` compares the parameters' addresses after every update and drops the
+graphs (re-captured on next use) if any tensor moved. On CPU (``graphs=False``) the same forward runs eagerly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+from agents.engines.hf_kv import SequenceKV
+
+__all__ = [
+    "DEFAULT_DECODE_CAPACITY",
+    "ColumnWriteLayer",
+    "StaticDecoder",
+    "bucket_for",
+    "decode_buckets",
+    "decode_mode",
+]
+
+
+DEFAULT_DECODE_CAPACITY = 2048  # tokens per row of the static decode buffers (prompt included)
+
+
+def decode_mode(device: torch.device, cuda_graphs: bool | None, static_decode: bool | None) -> tuple[bool, bool]:
+    """``(cuda_graphs, static_decode)`` resolved: graphs default to on for CUDA, static decode to the graphs."""
+    if cuda_graphs and device.type != "cuda":
+        raise ValueError(
+            f"cuda_graphs=True needs a CUDA device, not {device}: use static_decode=True for the static path without "
+            "graphs, or leave cuda_graphs unset"
+        )
+    graphs = device.type == "cuda" if cuda_graphs is None else cuda_graphs
+    if graphs and static_decode is False:
+        raise ValueError("cuda_graphs=True replays the static decode step: leave static_decode unset or set it True")
+    return graphs, graphs if static_decode is None else static_decode
+
+
+def decode_buckets(max_rows: int) -> tuple[int, ...]:
+    """Row counts a step can run with: powers of two below ``max_rows``, then ``max_rows`` (``6`` -> 1, 2, 4, 6)."""
+    buckets, size = [], 1
+    while size < max_rows:
+        buckets.append(size)
+        size *= 2
+    return (*buckets, max_rows)
+
+
+def bucket_for(rows: int, buckets: tuple[int, ...]) -> int:
+    """The smallest bucket holding ``rows`` rows."""
+    return next(bucket for bucket in buckets if bucket >= rows)
+
+
+class ColumnWriteLayer(DynamicLayer):
+    """A cache layer over whole ``[rows, heads, capacity, dim]`` buffers: row ``r``'s new key/value goes to column
+    ``columns[r]`` (a device tensor, so no shape depends on a host value) and ``update`` returns the buffers."""
+
+    def __init__(self, keys_buffer: torch.Tensor, values_buffer: torch.Tensor, columns: torch.Tensor):
+        super().__init__()
+        self.keys, self.values, self.columns = keys_buffer, values_buffer, columns
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        rows = self.columns.shape[0]
+        self.keys.scatter_(2, self.columns.view(rows, 1, 1, 1).expand(key_states.shape), key_states)
+        self.values.scatter_(2, self.columns.view(rows, 1, 1, 1).expand(value_states.shape), value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.keys.shape[-2]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.keys.shape[-2], 0
+
+
+class StaticDecoder:
+    """The running rows' keys/values in fixed-capacity buffers, decoded one token per step with static shapes.
+
+    Rows are compact (``0..rows-1``, as :class:`~agents.engines.hf_kv.RunningBatch`'s): removing one moves the last
+    row into its place. ``lengths[r]`` columns of row ``r`` are filled; a step writes column ``lengths[r]``, so a
+    row may take ``capacity - lengths[r]`` more steps (the engine caps its context at ``capacity``).
+    """
+
+    def __init__(
+        self, model: Any, cache_keyword: str, device: torch.device, max_rows: int, capacity: int, *, graphs: bool
+    ):
+        if graphs and device.type != "cuda":
+            raise ValueError(f"CUDA graphs need a CUDA device, not {device}")
+        self.model, self.cache_keyword = model, cache_keyword
+        self.max_rows, self.capacity, self.graphs = max_rows, capacity, graphs
+        self.buckets = decode_buckets(max_rows)
+        self.lengths: list[int] = []
+        self.keys: list[torch.Tensor] = []  # per layer [max_rows, heads, capacity, dim]
+        self.values: list[torch.Tensor] = []
+        self._input_ids = torch.zeros((max_rows, 1), dtype=torch.long, device=device)
+        self._positions = torch.zeros((max_rows, 1), dtype=torch.long, device=device)  # also the written column
+        self._column_index = torch.arange(capacity, device=device)
+        self._captured: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}  # bucket -> (graph, its logits)
+        self._pool = torch.cuda.graph_pool_handle() if graphs else None
+        self._weight_addresses = self._addresses()
+
+    @property
+    def rows(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def captured_buckets(self) -> tuple[int, ...]:
+        return tuple(sorted(self._captured))
+
+    # ----------------------------------------------------------------- rows
+    def add(self, kv: SequenceKV) -> int:
+        """Copy a sequence's keys/values (``n < capacity`` tokens) into the next free row; returns its index."""
+        if self.rows == self.max_rows:
+            raise RuntimeError(f"the static decode batch is full ({self.max_rows} rows)")
+        n = kv[0][0].shape[1]
+        if n >= self.capacity:
+            raise ValueError(f"a sequence of {n} tokens leaves no column of the decode capacity ({self.capacity})")
+        if not self.keys:
+            self._allocate_like(kv)
+        row = self.rows
+        for layer, (keys, values) in enumerate(kv):
+            self.keys[layer][row, :, :n] = keys
+            self.values[layer][row, :, :n] = values
+        self.lengths.append(n)
+        return row
+
+    def remove(self, row: int) -> None:
+        """Drop ``row``; the last row moves into its place (callers mirror this in their own row list)."""
+        last = self.rows - 1
+        if row != last:
+            n = self.lengths[last]
+            for buffers in (self.keys, self.values):
+                for buffer in buffers:
+                    buffer[row, :, :n] = buffer[last, :, :n]
+            self.lengths[row] = n
+        self.lengths.pop()
+
+    def extract(self, row: int) -> SequenceKV:
+        """A copy of ``row``'s keys/values (``[heads, lengths[row], dim]`` per layer): the buffers are reused."""
+        n = self.lengths[row]
+        return [(k[row, :, :n].clone(), v[row, :, :n].clone()) for k, v in zip(self.keys, self.values, strict=True)]
+
+    # ----------------------------------------------------------------- the step
+    def step(self, input_ids: list[int]) -> torch.Tensor:
+        """Run one token per row (``input_ids[r]`` at position ``lengths[r]``); returns ``[rows, vocab]`` logits."""
+        rows = self.rows
+        if len(input_ids) != rows:
+            raise ValueError(f"{len(input_ids)} token ids for {rows} rows")
+        if max(self.lengths) >= self.capacity:
+            raise RuntimeError(f"a row reached the decode capacity ({self.capacity} columns)")
+        bucket = bucket_for(rows, self.buckets)
+        padding = [0] * (bucket - rows)  # extra rows: token 0 at position 0, written to column 0 of an unused row
+        host = torch.tensor([input_ids + padding, self.lengths + padding], dtype=torch.long)
+        if self._input_ids.is_cuda:
+            host = host.pin_memory()
+        self._input_ids[:bucket, 0].copy_(host[0], non_blocking=True)
+        self._positions[:bucket, 0].copy_(host[1], non_blocking=True)
+        logits = self._replay(bucket) if self.graphs else self._forward(bucket)
+        self.lengths = [n + 1 for n in self.lengths]
+        return logits[:rows].clone()  # the graph's output is overwritten by the next replay
+
+    def _forward(self, bucket: int) -> torch.Tensor:
+        """The model over the first ``bucket`` rows of the static tensors: ``[bucket, vocab]`` logits."""
+        positions = self._positions[:bucket]
+        dtype = self.keys[0].dtype
+        visible = self._column_index[None, :] <= positions  # [bucket, capacity]
+        mask = (~visible).to(dtype) * torch.finfo(dtype).min  # additive: 0 where visible
+        columns = positions[:, 0]
+        cache = Cache(
+            layers=[
+                ColumnWriteLayer(k[:bucket], v[:bucket], columns) for k, v in zip(self.keys, self.values, strict=True)
+            ]
+        )
+        return self.model(
+            input_ids=self._input_ids[:bucket],
+            position_ids=positions,
+            attention_mask=mask[:, None, None, :],  # [bucket, 1, 1, capacity]: 4D, taken as is
+            use_cache=True,
+            logits_to_keep=1,
+            **{self.cache_keyword: cache},
+        ).logits[:, -1]
+
+    def _replay(self, bucket: int) -> torch.Tensor:
+        if bucket not in self._captured:
+            self._captured[bucket] = self._capture(bucket)
+        graph, logits = self._captured[bucket]
+        graph.replay()
+        return logits
+
+    def _capture(self, bucket: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up: lazy initialisations and allocator state before capture
+            for _ in range(2):
+                self._forward(bucket)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+            logits = self._forward(bucket)
+        return graph, logits
+
+    # ----------------------------------------------------------------- weights
+    def check_weights(self) -> bool:
+        """After a weight update: drop the captured graphs if any parameter or buffer moved (True if dropped)."""
+        addresses = self._addresses()
+        if addresses == self._weight_addresses:
+            return False
+        self._captured.clear()
+        self._weight_addresses = addresses
+        return True
+
+    def _addresses(self) -> tuple[int, ...]:
+        tensors = [*self.model.parameters(), *self.model.buffers()]
+        return tuple(tensor.data_ptr() for tensor in tensors)
+
+    def _allocate_like(self, kv: SequenceKV) -> None:
+        # zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN
+        self.keys = [k.new_zeros((self.max_rows, k.shape[0], self.capacity, k.shape[2])) for k, _ in kv]
+        self.values = [v.new_zeros((self.max_rows, v.shape[0], self.capacity, v.shape[2])) for _, v in kv]
