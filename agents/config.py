@@ -49,9 +49,9 @@ class LLMOptions:
     ``base_url``: the server of ``openai`` (an OpenAI-compatible ``.../v1``) or ``sglang``
     (``http://host:port``; several separated by commas). ``api_key_env``: the environment variable
     holding the API key. ``device`` / ``dtype``: for the embedded ``hf`` engine (``auto`` picks CUDA
-    and bf16 where available). Sampling: ``temperature`` (0 = greedy), ``top_p``, ``max_new_tokens``
-    per turn, ``max_total_tokens`` (context budget per episode), ``max_turns`` (``None``: the
-    environment's own limit).
+    and bf16 where available); ``cuda_graphs``: its decode step replayed from CUDA graphs (``None``: on CUDA).
+    Sampling: ``temperature`` (0 = greedy), ``top_p``, ``max_new_tokens`` per turn, ``max_total_tokens``
+    (context budget per episode), ``max_turns`` (``None``: the environment's own limit).
     """
 
     model: str = "smollm2"
@@ -59,6 +59,7 @@ class LLMOptions:
     api_key_env: str = "OPENAI_API_KEY"
     device: str = "auto"
     dtype: str = "auto"
+    cuda_graphs: bool | None = None
     temperature: float = 0.7
     top_p: float = 1.0
     max_new_tokens: int = 256
@@ -76,6 +77,8 @@ def check_llm_options(options: LLMOptions) -> None:
         raise UsageError(f"max_new_tokens must be >= 1, got {options.max_new_tokens}")
     if options.max_total_tokens < 2:
         raise UsageError(f"max_total_tokens must be >= 2, got {options.max_total_tokens}")
+    if options.cuda_graphs and options.device == "cpu":
+        raise UsageError("cuda_graphs=true needs a CUDA device: use device=cuda (auto on a GPU) or cuda_graphs=null")
     if options.max_turns is not None and options.max_turns < 1:
         raise UsageError(f"max_turns must be >= 1 (or null for the environment's limit), got {options.max_turns}")
 

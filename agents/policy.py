@@ -153,7 +153,14 @@ def engine_spec(row: EngineKind, options: LLMOptions, batch_size: int) -> Engine
     """What ``options`` ask of the engine ``row``: a local model's device and dtype, or the servers' URLs."""
     if row.placement == "local":
         device, dtype = local_device_and_dtype(options.device, options.dtype)
-        return EngineSpec(row.name, options.model, device=device, dtype=dtype, max_batch_size=batch_size)
+        return EngineSpec(
+            row.name,
+            options.model,
+            device=device,
+            dtype=dtype,
+            max_batch_size=batch_size,
+            cuda_graphs=options.cuda_graphs,
+        )
     urls = tuple(url.strip() for url in (options.base_url or "").split(",") if url.strip())
     if not urls:
         raise UsageError(f"agent={row.name} needs base_url=<the server URL; several separated by commas>")

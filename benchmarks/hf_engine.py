@@ -4,6 +4,7 @@
     python benchmarks/hf_engine.py --device cuda --dtype bfloat16     # the same on a GPU
     python benchmarks/hf_engine.py --model tiny --workloads rows16 --rows-prompt-tokens 64 --rows-new-tokens 16
     python benchmarks/hf_engine.py --workloads conversations --engines hf cb   # transformers' continuous batching
+    python benchmarks/hf_engine.py --device cuda --dtype bfloat16 --decode dynamic static graphs  # decode steps
     python benchmarks/hf_engine.py --logprobs-only                    # logprob agreement with a full forward pass
 
 Workloads (every one samples at temperature 1 with end-of-sequence disabled, so all runs do the same work):
@@ -24,6 +25,12 @@ conversation starts with the same ``--system-tokens`` system prompt and its own 
 message; every turn samples exactly ``--new-tokens`` tokens, then appends an observation of
 ``--observation-tokens`` tokens, and the next turn's input is the whole history.
 Token ids are random (a fixed seed): throughput does not depend on the text.
+
+Decode steps (``--decode``, one engine run each, on every workload): ``default`` (the engine's own choice, no
+option passed: graphs on CUDA, dynamic on CPU), ``dynamic`` (``cuda_graphs=False``: shapes change every step),
+``static`` (``static_decode=True, cuda_graphs=False``: fixed-capacity buffers and row buckets, eager) and ``graphs``
+(``cuda_graphs=True``: the static step replayed from CUDA graphs; CUDA only); ``--decode-capacity`` sets the static
+buffers' tokens per row. Each is reported as ``hf (<mode>)``, plain ``hf`` for ``default``.
 
 Engines for the conversations workload (``--engines``; ``generate`` always runs):
 
@@ -128,11 +135,35 @@ async def run_conversations(generate, workload: Workload, vocab_size: int) -> tu
     return latencies, totals["generated"], totals["prompt"], totals["cached"]
 
 
-def make_engine(model, max_batch_size: int, prefill_batch_size: int | None, device: str):
+DECODE_OPTIONS = {
+    "default": {},
+    "dynamic": {"cuda_graphs": False},
+    "static": {"cuda_graphs": False, "static_decode": True},
+    "graphs": {"cuda_graphs": True},
+}
+
+
+def make_engine(
+    model,
+    max_batch_size: int,
+    prefill_batch_size: int | None,
+    device: str,
+    decode: str = "default",
+    decode_capacity: int | None = None,
+):
     from agents.engines.hf import HfEngine
 
+    # options the engine has defaults for are passed only when asked, so an older checkout's engine still runs
     options = {} if prefill_batch_size is None else {"prefill_batch_size": prefill_batch_size}
+    options.update(DECODE_OPTIONS[decode])
+    if decode_capacity is not None:
+        options["decode_capacity"] = decode_capacity
     return HfEngine(model, device=device, max_batch_size=max_batch_size, seed=0, **options)
+
+
+def engine_label(options: dict) -> str:
+    decode = options.get("decode", "default")
+    return "hf" if decode == "default" else f"hf ({decode})"
 
 
 async def warm_up_engine(engine, vocab_size: int) -> None:
@@ -159,7 +190,8 @@ async def bench_hf_rows(model, rows: int, prompt_tokens: int, new_tokens: int, o
     mean_batch = engine.stats().extra["mean_decode_batch_size"]
     await engine.close()
     generated = sum(len(g.output_ids) for g in generations)
-    return Result("hf", wall, generated, rows * prompt_tokens, sum(g.cached_tokens for g in generations), mean_batch)
+    cached = sum(g.cached_tokens for g in generations)
+    return Result(engine_label(options), wall, generated, rows * prompt_tokens, cached, mean_batch)
 
 
 def bench_generate_rows(model, rows: int, prompt_tokens: int, new_tokens: int, device: str) -> Result:
@@ -216,7 +248,7 @@ async def bench_hf_conversations(model, workload: Workload, max_batch_size: int,
     wall = time.perf_counter() - started
     mean_batch = engine.stats().extra["mean_decode_batch_size"]
     await engine.close()
-    return Result("hf", wall, generated, prompt, cached, mean_batch)
+    return Result(engine_label(options), wall, generated, prompt, cached, mean_batch)
 
 
 def bench_generate_conversations(model, workload: Workload, device: str) -> Result:
@@ -350,6 +382,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=30, help="per turn of the conversations")
     parser.add_argument("--max-batch-size", type=int, default=16, help="the engine's, for conversations")
     parser.add_argument("--prefill-batch-size", type=int, default=None, help="the engine's (default: its own)")
+    parser.add_argument("--decode", nargs="+", default=["default"], choices=sorted(DECODE_OPTIONS))
+    parser.add_argument("--decode-capacity", type=int, default=None, help="static decode: tokens per row")
     parser.add_argument("--cb-page-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--logprobs-only", action="store_true", help="only measure logprob agreement")
@@ -372,14 +406,15 @@ def main() -> None:
         for temperature, diff in logprob_agreement(load_model(args.model, dtype=args.dtype)).items():
             print(f"{args.model} {args.dtype} temperature {temperature}: max |logprob diff| = {diff:.2e}")
         return
-    options = {"prefill_batch_size": args.prefill_batch_size, "device": args.device}
+    shared = {"prefill_batch_size": args.prefill_batch_size, "device": args.device}
+    decodes = [{**shared, "decode": decode, "decode_capacity": args.decode_capacity} for decode in args.decode]
     model = fresh_model()
     for name in args.workloads:
         if name.startswith("rows"):
             rows, prompt_tokens, new_tokens = int(name[4:]), args.rows_prompt_tokens, args.rows_new_tokens
             results = [
                 bench_generate_rows(model, rows, prompt_tokens, new_tokens, args.device),
-                asyncio.run(bench_hf_rows(model, rows, prompt_tokens, new_tokens, options)),
+                *(asyncio.run(bench_hf_rows(model, rows, prompt_tokens, new_tokens, o)) for o in decodes),
             ]
             sizes = {"rows": rows, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens}
         elif name == "conversations":
@@ -393,7 +428,7 @@ def main() -> None:
             )
             results = [
                 bench_generate_conversations(model, workload, args.device),
-                asyncio.run(bench_hf_conversations(model, workload, args.max_batch_size, options)),
+                *(asyncio.run(bench_hf_conversations(model, workload, args.max_batch_size, o)) for o in decodes),
             ]
             if "cb" in args.engines:
                 results.append(asyncio.run(bench_cb(fresh_model(), workload, args.max_batch_size, args.cb_page_size)))

@@ -153,6 +153,7 @@ class EngineConfig:
     device: str = "auto"  # hf: auto | cpu | cuda
     dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16 | float16
     max_batch_size: int = 16  # hf: sequences decoded together
+    cuda_graphs: bool | None = None  # hf: decode steps replayed from CUDA graphs; None: on for CUDA devices
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
     max_restarts: int = 3  # hf: times Ray restarts a dead engine actor (the loop then syncs the weights again)
     num_gpus: float = 0.0  # hf on CUDA: the engine actor's GPU share (0: 0.25); the learner ranks share the rest
@@ -586,6 +587,10 @@ def _check_engine_and_devices(config: TrainConfig) -> None:
     _check_placement(config, cuda)
     _check_colocation(config)
     _require(engine.max_batch_size >= 1, f"engine.max_batch_size must be >= 1, got {engine.max_batch_size}")
+    _require(
+        not engine.cuda_graphs or (engine.device != "cpu" and cuda > 0),
+        "engine.cuda_graphs=true needs CUDA: set engine.device=cuda (auto on a GPU) or engine.cuda_graphs=null",
+    )
     _require(engine.max_restarts >= 0, f"engine.max_restarts must be >= 0, got {engine.max_restarts}")
 
 

@@ -215,6 +215,7 @@ def engine_spec(config: TrainConfig, model_path: str) -> EngineSpec:
         device=device,
         dtype=dtype,
         max_batch_size=engine.max_batch_size,
+        cuda_graphs=engine.cuda_graphs,
         seed=config.trainer.seed,
         urls=tuple(engine.urls),
         launch=engine.launch,

@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-DEFAULT_DECODE_CAPACITY = 2048  # tokens per row of the static decode buffers (prompt included)
+DEFAULT_DECODE_CAPACITY = 4096  # tokens per row of the static decode buffers (prompt included): eval.yaml's budget
 
 
 def decode_mode(device: torch.device, cuda_graphs: bool | None, static_decode: bool | None) -> tuple[bool, bool]:

@@ -186,3 +186,20 @@ async def test_more_requests_than_rows_queue_and_match_generate():
         await engine.close()
     expected = [reference_greedy(tiny_model(), prompt(4 + i, i), 12) for i in range(7)]
     assert [g.output_ids for g in generations] == expected
+
+
+def test_the_option_reaches_the_engine_from_every_config():
+    from agents.config import EvalConfig, UsageError, check_llm_options
+    from agents.engines.registry import EngineSpec, engine_kind
+    from agents.policy import engine_spec
+    from tests.trainer.test_train_config import train_config, usage_error
+
+    assert train_config().engine.cuda_graphs is None
+    assert train_config("engine.cuda_graphs=false").engine.cuda_graphs is False
+    assert "engine.cuda_graphs=null" in usage_error("engine.cuda_graphs=true", "engine.device=cpu")
+    options = EvalConfig(device="cpu", cuda_graphs=False)
+    assert engine_spec(engine_kind("hf"), options, batch_size=4).cuda_graphs is False
+    with pytest.raises(UsageError, match="cuda_graphs=null"):
+        check_llm_options(EvalConfig(device="cpu", cuda_graphs=True))
+    with pytest.raises(ValueError, match="static_decode=True"):
+        EngineSpec("hf", "tiny", device="cpu", cuda_graphs=True)()
