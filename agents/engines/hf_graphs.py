@@ -12,7 +12,10 @@ host round trips. :class:`StaticDecoder` gives every step the same shapes:
   device tensor) and returns the whole buffers, and a 4D additive attention mask over all ``capacity`` columns
   computed on the device from those positions (0 on columns ``<= position``, the dtype's minimum elsewhere);
 * row-count buckets (:func:`decode_buckets`: 1, 2, 4, ... and ``max_rows``): ``n`` running rows run the smallest
-  bucket ``>= n``; the extra rows read token 0 at position 0, write column 0 of unused rows, and are ignored.
+  bucket ``>= n``; the extra rows read token 0 at position 0, write column 0 of unused rows, and are ignored;
+* column buckets (64, 128, ... and ``capacity``): a step attends over the first ``width`` columns only, the smallest
+  bucket holding every row's new column, so a step's attention does not grow with the capacity but with the
+  longest row (a graph per row and column bucket pair).
 
 Why no ``StaticCache`` or ``torch.compile(mode="reduce-overhead")``: transformers' ``StaticLayer`` keeps one
 ``cumulative_length`` for the whole batch, so every row would write the same column, and continuous batching needs
@@ -25,7 +28,7 @@ the host (``.item()``, the ``torch.all(mask)`` short cut to ``is_causal``); posi
 ``get_seq_length`` is never used for them. The forward is therefore capture-safe for full-attention models (the
 only ones ``HfEngine`` serves).
 
-On CUDA (``graphs=True``) the forward of each bucket is captured once into a ``torch.cuda.CUDAGraph`` on the first
+On CUDA (``graphs=True``) the forward of each bucket pair is captured once into a ``torch.cuda.CUDAGraph`` on the first
 step that needs it (after two warm-up runs on a side stream; all graphs share one private memory pool) and replayed
 afterwards: a step copies the token ids and positions in, replays, and reads the logits out. Capturing writes the
 same keys/values at the same columns as the step itself would (they depend only on the inputs and the weights), so
@@ -71,13 +74,14 @@ def decode_mode(device: torch.device, cuda_graphs: bool | None, static_decode: b
     return graphs, graphs if static_decode is None else static_decode
 
 
-def decode_buckets(max_rows: int) -> tuple[int, ...]:
-    """Row counts a step can run with: powers of two below ``max_rows``, then ``max_rows`` (``6`` -> 1, 2, 4, 6)."""
-    buckets, size = [], 1
-    while size < max_rows:
+def decode_buckets(limit: int, smallest: int = 1) -> tuple[int, ...]:
+    """Sizes a step can run with: powers of two from ``smallest`` below ``limit``, then ``limit`` (rows: ``6`` -> 1,
+    2, 4, 6; columns: ``decode_buckets(300, 64)`` -> 64, 128, 256, 300)."""
+    buckets, size = [], smallest
+    while size < limit:
         buckets.append(size)
         size *= 2
-    return (*buckets, max_rows)
+    return (*buckets, limit)
 
 
 def bucket_for(rows: int, buckets: tuple[int, ...]) -> int:
@@ -123,13 +127,15 @@ class StaticDecoder:
         self.model, self.cache_keyword = model, cache_keyword
         self.max_rows, self.capacity, self.graphs = max_rows, capacity, graphs
         self.buckets = decode_buckets(max_rows)
+        self.widths = decode_buckets(capacity, smallest=64)
         self.lengths: list[int] = []
         self.keys: list[torch.Tensor] = []  # per layer [max_rows, heads, capacity, dim]
         self.values: list[torch.Tensor] = []
         self._input_ids = torch.zeros((max_rows, 1), dtype=torch.long, device=device)
         self._positions = torch.zeros((max_rows, 1), dtype=torch.long, device=device)  # also the written column
         self._column_index = torch.arange(capacity, device=device)
-        self._captured: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}  # bucket -> (graph, its logits)
+        # (rows, width) bucket pair -> its graph and the logits tensor it writes
+        self._captured: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self._pool = torch.cuda.graph_pool_handle() if graphs else None
         self._weight_addresses = self._addresses()
 
@@ -138,7 +144,8 @@ class StaticDecoder:
         return len(self.lengths)
 
     @property
-    def captured_buckets(self) -> tuple[int, ...]:
+    def captured(self) -> tuple[tuple[int, int], ...]:
+        """The ``(rows, width)`` bucket pairs captured so far."""
         return tuple(sorted(self._captured))
 
     # ----------------------------------------------------------------- rows
@@ -182,55 +189,58 @@ class StaticDecoder:
             raise ValueError(f"{len(input_ids)} token ids for {rows} rows")
         if max(self.lengths) >= self.capacity:
             raise RuntimeError(f"a row reached the decode capacity ({self.capacity} columns)")
-        bucket = bucket_for(rows, self.buckets)
+        bucket, width = bucket_for(rows, self.buckets), bucket_for(max(self.lengths) + 1, self.widths)
         padding = [0] * (bucket - rows)  # extra rows: token 0 at position 0, written to column 0 of an unused row
         host = torch.tensor([input_ids + padding, self.lengths + padding], dtype=torch.long)
         if self._input_ids.is_cuda:
             host = host.pin_memory()
         self._input_ids[:bucket, 0].copy_(host[0], non_blocking=True)
         self._positions[:bucket, 0].copy_(host[1], non_blocking=True)
-        logits = self._replay(bucket) if self.graphs else self._forward(bucket)
+        logits = self._replay(bucket, width) if self.graphs else self._forward(bucket, width)
         self.lengths = [n + 1 for n in self.lengths]
         return logits[:rows].clone()  # the graph's output is overwritten by the next replay
 
-    def _forward(self, bucket: int) -> torch.Tensor:
-        """The model over the first ``bucket`` rows of the static tensors: ``[bucket, vocab]`` logits."""
+    def _forward(self, bucket: int, width: int) -> torch.Tensor:
+        """The model over the first ``bucket`` rows and ``width`` columns of the static tensors: ``[bucket, vocab]``
+        logits (every row's new column is below ``width``)."""
         positions = self._positions[:bucket]
         dtype = self.keys[0].dtype
-        visible = self._column_index[None, :] <= positions  # [bucket, capacity]
+        visible = self._column_index[None, :width] <= positions  # [bucket, width]
         mask = (~visible).to(dtype) * torch.finfo(dtype).min  # additive: 0 where visible
         columns = positions[:, 0]
         cache = Cache(
             layers=[
-                ColumnWriteLayer(k[:bucket], v[:bucket], columns) for k, v in zip(self.keys, self.values, strict=True)
+                ColumnWriteLayer(k[:bucket, :, :width], v[:bucket, :, :width], columns)
+                for k, v in zip(self.keys, self.values, strict=True)
             ]
         )
         return self.model(
             input_ids=self._input_ids[:bucket],
             position_ids=positions,
-            attention_mask=mask[:, None, None, :],  # [bucket, 1, 1, capacity]: 4D, taken as is
+            attention_mask=mask[:, None, None, :],  # [bucket, 1, 1, width]: 4D, taken as is
             use_cache=True,
             logits_to_keep=1,
             **{self.cache_keyword: cache},
         ).logits[:, -1]
 
-    def _replay(self, bucket: int) -> torch.Tensor:
-        if bucket not in self._captured:
-            self._captured[bucket] = self._capture(bucket)
-        graph, logits = self._captured[bucket]
+    def _replay(self, bucket: int, width: int) -> torch.Tensor:
+        if (bucket, width) not in self._captured:
+            self._captured[bucket, width] = self._capture(bucket, width)
+        graph, logits = self._captured[bucket, width]
         graph.replay()
         return logits
 
-    def _capture(self, bucket: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up: lazy initialisations and allocator state before capture
-            for _ in range(2):
-                self._forward(bucket)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-            logits = self._forward(bucket)
+    def _capture(self, bucket: int, width: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+        with torch.cuda.device(self._input_ids.device):  # the engine's device, whatever the thread's current one
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up: lazy initialisations and allocator state before capture
+                for _ in range(2):
+                    self._forward(bucket, width)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+                logits = self._forward(bucket, width)
         return graph, logits
 
     # ----------------------------------------------------------------- weights

@@ -27,6 +27,7 @@ def test_buckets_are_powers_of_two_then_the_batch_size():
     assert decode_buckets(1) == (1,)
     assert decode_buckets(6) == (1, 2, 4, 6)
     assert decode_buckets(16) == (1, 2, 4, 8, 16)
+    assert decode_buckets(300, smallest=64) == (64, 128, 256, 300) and decode_buckets(20, smallest=64) == (20,)
     # n rows run the smallest bucket >= n: 3 -> 4, 5 -> 6, 4 -> 4, 1 -> 1
     assert [bucket_for(n, decode_buckets(6)) for n in (1, 3, 4, 5, 6)] == [1, 4, 4, 6, 6]
 
@@ -56,6 +57,23 @@ def test_a_step_writes_each_row_at_its_own_column():
     assert logits.shape == (3, model.config.vocab_size) and decoder.lengths == [4, 7, 5]
     written = decoder.keys[0].abs().sum((1, 3)) != 0  # [rows, capacity]: columns that got a key
     assert written[:3].nonzero().tolist() == [[0, 3], [1, 6], [2, 4]]
+
+
+def test_a_step_attends_over_the_smallest_column_bucket_holding_every_row():
+    model = tiny_model()
+    decoder = StaticDecoder(model, "cache", torch.device("cpu"), max_rows=4, capacity=200, graphs=False)
+    assert decoder.widths == (64, 128, 200)
+    heads, dim = model.config.num_key_value_heads, model.config.hidden_size // model.config.num_attention_heads
+    shapes = []
+    forward = decoder._forward
+    decoder._forward = lambda bucket, width: shapes.append((bucket, width)) or forward(bucket, width)
+    for n in (3, 63, 10):
+        decoder.add([(torch.zeros(heads, n, dim), torch.zeros(heads, n, dim)) for _ in range(2)])
+    decoder.step([1, 2, 3])  # the longest row writes column 63: 64 columns; 3 rows: bucket 4
+    decoder.step([1, 2, 3])  # column 64: 128 columns
+    decoder.remove(1)
+    decoder.step([1, 2])  # rows of 5 and 12 tokens: 64 columns again, 2 rows
+    assert shapes == [(4, 64), (4, 128), (2, 64)]
 
 
 async def static_and_dynamic(workload, **options) -> tuple[list, list, HfEngine]:
@@ -170,7 +188,9 @@ async def test_cuda_graphs_give_the_eager_static_and_dynamic_tokens():
         try:
             outputs[tuple(mode.items())] = await run_together(engine, prompts, samplings)
             if mode.get("cuda_graphs"):
-                assert engine._batch.captured_buckets == (1, 2, 4, 5)
+                # prompts of 3 to 91 tokens plus 2 to 10 new ones: widths 64 and 128 (capacity 128)
+                assert {rows for rows, _ in engine._batch.captured} == {1, 2, 4, 5}
+                assert {width for _, width in engine._batch.captured} == {64, 128}
         finally:
             await engine.close()
     dynamic, static, graphed = outputs.values()
