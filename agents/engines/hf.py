@@ -39,7 +39,7 @@ from its own generator on that device (:mod:`agents.engines.hf_sampling`).
 
 Static decode (``static_decode``, ``cuda_graphs``): the decode step runs over fixed-capacity key/value buffers
 and row-count buckets (:mod:`agents.engines.hf_graphs`), captured in CUDA graphs and replayed on CUDA (the
-default there), eager on CPU only when asked (there it is slower: its attention spans the whole capacity). The
+default there), eager on CPU only when asked (as fast as the dynamic step there, within noise: docs/gpu.md). The
 context is then also capped by ``decode_capacity`` (default 4096 tokens): ``max_context`` becomes
 ``min(max_context, decode_capacity)``, so a longer prompt raises and a generation reaching the buffers' end stops
 with ``"length"``; the buffers take ``max_batch_size x decode_capacity x layers x 2 x kv_heads x head_dim``

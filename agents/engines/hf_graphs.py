@@ -9,7 +9,7 @@ host round trips. :class:`StaticDecoder` gives every step the same shapes:
 * static inputs: the token ids ``[max_rows, 1]`` and their positions ``[max_rows, 1]``, which are also the column
   each row writes;
 * a cache layer (:class:`ColumnWriteLayer`) whose ``update`` scatters the new key/value into each row's column (a
-  device tensor) and returns the whole buffers, and a 4D additive attention mask over all ``capacity`` columns
+  device tensor) and returns the buffers' first ``width`` columns, and a 4D additive attention mask over them
   computed on the device from those positions (0 on columns ``<= position``, the dtype's minimum elsewhere);
 * row-count buckets (:func:`decode_buckets`: 1, 2, 4, ... and ``max_rows``): ``n`` running rows run the smallest
   bucket ``>= n``; the extra rows read token 0 at position 0, write column 0 of unused rows, and are ignored;
