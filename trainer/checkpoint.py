@@ -9,7 +9,8 @@
 
 ``trainer.resume=true`` loads the newest complete checkpoint and continues from the step after it.
 Episode seeds and sampling seeds are functions of the step, so a resumed run plays the same episodes
-an uninterrupted one would.
+an uninterrupted one would. A run whose colocated actor died does the same in the same process
+(:func:`trainer.components.restart_colocated`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["TrainerState", "checkpoint_dir", "latest_checkpoint", "mark_complete", "prune_checkpoints"]
+__all__ = [
+    "TrainerState",
+    "checkpoint_dir",
+    "discard_checkpoints_after",
+    "latest_checkpoint",
+    "mark_complete",
+    "prune_checkpoints",
+]
 
 COMPLETE = "COMPLETE"
 
@@ -76,3 +84,17 @@ def prune_checkpoints(run_dir: Path, keep: int) -> None:
             incomplete = path.name.startswith("step_") and not (path / COMPLETE).is_file()
             if incomplete and int(path.name.split("_")[1]) < newest_step:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def discard_checkpoints_after(run_dir: Path, step: int) -> None:
+    """Delete every checkpoint of a step after ``step``: a run that goes back to ``step`` writes them again.
+
+    Only incomplete ones can be there when ``step`` is the newest complete checkpoint's (or 0, none): a save that
+    a dead actor cut short.
+    """
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return
+    for path in root.iterdir():
+        if path.name.startswith("step_") and int(path.name.split("_")[1]) > step:
+            shutil.rmtree(path, ignore_errors=True)

@@ -21,9 +21,14 @@ Environment actors reach the engine through :class:`ColocatedEngineClient`, the
 :class:`~trainer.engine_actor.EngineClient` of the same handle: ``generate`` and the other engine calls are
 async methods of the worker, served concurrently by its event loop while no learner call runs.
 
-Faults: the colocated actor is the learner. Its death ends the run (as a learner rank's does), and
-``trainer.resume=true`` continues from the last checkpoint; Ray does not restart it, because the restarted
-process would hold neither the trained weights nor the optimizer's state.
+Faults: the colocated actor is the learner. Ray does not restart it, because the restarted process would hold
+neither the trained weights nor the optimizer's state. ``trainer.run`` does, up to ``engine.max_restarts`` times:
+when Ray says the actor died (in a rollout, the scoring, the update, the weight sync or a checkpoint's save), a
+new learner and engine start from the run's last checkpoint, as ``trainer.resume=true`` would load it (the
+initial policy before the first checkpoint), the environment actors are started again on the new engine, and
+the steps after the checkpoint are played again (:func:`trainer.components.restart_colocated`,
+:meth:`trainer.faults.FaultWatch.colocated_died`). With no restart left the run stops with one line naming
+``trainer.resume=true``.
 """
 
 from __future__ import annotations

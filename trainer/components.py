@@ -4,6 +4,12 @@
 found), the run's plan (:func:`trainer.run_plan.plan_run`), Ray, the warm-up when the run has one, the engine,
 the environment actors (or the agent's gateway), the learner's models (loading the checkpoint and syncing the
 engine to it when resuming), the metrics writer and the progress display.
+
+:func:`restart_colocated` replaces a dead colocated actor (``engine.placement=colocated``: the learner's actor
+rank that also runs the engine) while the run goes on: the learner, its engine and the environment actors are
+started again and loaded as ``trainer.resume=true`` loads them, from the run's last checkpoint (or as they were
+started, from the run's initial policy, when there is none yet); the metrics and checkpoints after that step are
+dropped, as a resumed run drops them, and the loop plays those steps again.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agents.engines.base import Engine
 from agents.engines.registry import engine_kind
 from agents.trajectory import Trajectory
-from trainer.checkpoint import TrainerState, latest_checkpoint
+from trainer.checkpoint import TrainerState, discard_checkpoints_after, latest_checkpoint
 from trainer.colocated import ColocatedEngineClient, EngineOptions
 from trainer.config import TrainConfig
 from trainer.console import RUN_LOG, open_run_log
@@ -36,9 +42,19 @@ if TYPE_CHECKING:
     from trainer.metrics import MetricsWriter
     from trainer.progress import ProgressDisplay
 
-__all__ = ["Components", "build_components"]
+__all__ = ["Components", "Relaunch", "build_components", "colocated_actor_died", "restart_colocated"]
 
 log = logging.getLogger("trainer.run")
+
+
+@dataclass(frozen=True)
+class Relaunch:
+    """What starting the colocated actor again takes (:func:`restart_colocated`): the run's plan, the policy it
+    started from (the warm-up's, if any) and the environment actors' ``setup``."""
+
+    plan: RunPlan
+    model_path: str
+    setup: Callable[[], None] | None
 
 
 @dataclass(kw_only=True)
@@ -46,7 +62,8 @@ class Components:
     """The started parts of a run; ``close`` stops them (the engine and every Ray actor).
 
     ``start_step`` and ``policy_version``: where the loop starts (0, or a resumed checkpoint's);
-    ``samples_per_step``: the trajectories :meth:`write_samples` keeps (``trainer.samples_per_step``).
+    ``samples_per_step``: the trajectories :meth:`write_samples` keeps (``trainer.samples_per_step``);
+    ``relaunch``: with the colocated engine, what :func:`restart_colocated` needs (``None`` otherwise).
     """
 
     run_dir: Path
@@ -63,6 +80,7 @@ class Components:
     faults: FaultWatch = field(default_factory=FaultWatch)
     warmup_metrics: dict[str, float] = field(default_factory=dict)  # sft/* of the warm-up this process ran
     curriculum: DifficultyCurriculum | None = None  # curriculum=adaptive: the difficulty ceiling of the next steps
+    relaunch: Relaunch | None = None
 
     def write_samples(self, step: int, trajectories: list[Trajectory]) -> None:
         from trainer.samples import write_samples
@@ -127,7 +145,6 @@ async def _start_components(
 ) -> Components:
     from agents.cli import sigterm_reclaimed
     from agents.models import load_tokenizer, resolve_model
-    from trainer.progress import ProgressDisplay
     from trainer.sft import sft_applies, warm_up
 
     started = time.perf_counter()
@@ -164,9 +181,9 @@ async def _start_components(
         state = await _resume(learner, engine, resume_from, run_dir)
     elif warmup_metrics and engine_kind(config.engine.kind).placement == "servers":  # they hold the model as it was
         await learner.sync_weights(engine, 0, export_dir=run_dir / "engine_weights")
-    writer = _metrics_writer(config, run_dir, state.step)
+    writer = _metrics_writer(config, run_dir, state.step if config.trainer.resume else None)
     closers.append(writer.close)
-    progress = ProgressDisplay(config.trainer.total_steps, start_step=state.step, enabled=config.trainer.progress)
+    progress = _progress(config, state.step)
     closers.append(progress.close)
     tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
@@ -195,6 +212,7 @@ async def _start_components(
         faults=faults,
         warmup_metrics=warmup_metrics,
         curriculum=_curriculum(config, state.curriculum_ceiling),
+        relaunch=Relaunch(plan, model_path, setup) if config.engine_colocated else None,
     )
 
 
@@ -216,15 +234,20 @@ async def _start_rollout(
     return RolloutManager(options, ChatRendererFactory(model_path), engine_factory, setup=setup)
 
 
-def _metrics_writer(config: TrainConfig, run_dir: Path, step: int) -> MetricsWriter:
-    """``metrics.jsonl`` and the optional TensorBoard and W&B writers (a resumed run continues after ``step``)."""
+def _metrics_writer(config: TrainConfig, run_dir: Path, resume_step: int | None) -> MetricsWriter:
+    """``metrics.jsonl`` and the optional TensorBoard and W&B writers (continuing after ``resume_step`` if given)."""
     from trainer.metrics import MetricsWriter, WandbOptions
 
     wandb = None
     if config.logging.wandb:
         wandb = WandbOptions(project=config.logging.wandb_project, mode=config.logging.wandb_mode, name=run_dir.name)
-    resume_step = step if config.trainer.resume else None
     return MetricsWriter(run_dir, tensorboard=config.logging.tensorboard, wandb=wandb, resume_step=resume_step)
+
+
+def _progress(config: TrainConfig, step: int) -> ProgressDisplay:
+    from trainer.progress import ProgressDisplay
+
+    return ProgressDisplay(config.trainer.total_steps, start_step=step, enabled=config.trainer.progress)
 
 
 def _curriculum(config: TrainConfig, ceiling: int | None) -> DifficultyCurriculum | None:
@@ -334,3 +357,50 @@ async def _resume(learner: Learner, engine: Engine, directory: Path, run_dir: Pa
     await learner.sync_weights(engine, state.policy_version, export_dir=run_dir / "engine_weights")
     log.info("resumed from %s (step %d)", directory, state.step)
     return state
+
+
+# ---------------------------------------------------------------------------------------------- restart
+def colocated_actor_died(c: Components, error: BaseException) -> bool:
+    """Whether ``error`` is Ray's word that the colocated actor (the learner's actor rank, running the engine) died."""
+    from trainer.ray_cluster import import_ray
+
+    if c.relaunch is None or not isinstance(c.engine, ColocatedEngineClient):
+        return False
+    if not isinstance(error, import_ray().exceptions.ActorDiedError):
+        return False
+    return error.actor_id is not None and error.actor_id == c.engine.handle._ray_actor_id.hex()
+
+
+async def restart_colocated(config: TrainConfig, c: Components) -> None:
+    """Replace the dead colocated actor in ``c`` and set ``c`` to go on from the run's last checkpoint.
+
+    Counted and logged by :meth:`~trainer.faults.FaultWatch.colocated_died`, which raises
+    :class:`~trainer.faults.RunFailedError` once ``engine.max_restarts`` restarts are used up. The learner's
+    other roles and the environment actors (whose engine client reached the dead actor) are started again too:
+    the critic's state after the checkpoint is as lost as the actor's. ``c.start_step`` and ``c.policy_version``
+    become the checkpoint's; the metrics writer drops the steps after it (``trainer.resume``'s rule), so the
+    loop writes them again; the held-out evaluation before step 1 is kept when its line is.
+    """
+    if c.relaunch is None:
+        raise ValueError("restart_colocated needs the components of a run with engine.placement=colocated")
+    directory = latest_checkpoint(c.run_dir)
+    c.faults.colocated_died(None if directory is None else int(directory.name.split("_")[1]))
+    for old in (c.rollout.close, c.learner.close, c.writer.close, c.progress.close):
+        c.closers.remove(old)
+    c.closers.remove(c.engine.close)  # the dead actor's engine: nothing left to close
+    await _close_in_reverse([c.rollout.close, c.learner.close, c.writer.close, c.progress.close])
+    learner, colocated = _start_colocated(config, c.relaunch.plan)
+    c.learner, c.engine = learner, colocated
+    c.closers += [learner.close, colocated.close]
+    c.rollout = await _start_rollout(config, colocated.factory(), c.relaunch.model_path, c.relaunch.setup)
+    c.closers.append(c.rollout.close)
+    state = TrainerState(step=0, policy_version=0)
+    if directory is not None:
+        state = await _resume(learner, colocated, directory, c.run_dir)
+    discard_checkpoints_after(c.run_dir, state.step)
+    c.writer = _metrics_writer(config, c.run_dir, state.step)
+    c.closers.append(c.writer.close)
+    c.progress = _progress(config, state.step)
+    c.closers.append(c.progress.close)
+    c.start_step, c.policy_version = state.step, state.policy_version
+    c.curriculum = _curriculum(config, state.curriculum_ceiling)

@@ -4,7 +4,8 @@ Ray restarts a dead ``hf`` engine actor (``engine.max_restarts``) with the weigh
 each rollout the loop checks the engine's policy version and gives it the learner's weights again if it lost
 them (:func:`engine_in_sync`), and every call that reaches the engine waits out a restart in progress. An engine
 actor that died with no restarts left stops the run with :class:`~trainer.faults.RunFailedError`: one line naming
-``engine.max_restarts`` and where Ray's logs are.
+``engine.max_restarts`` and where Ray's logs are. The colocated engine's death is the actor's: its ``ActorDiedError``
+goes on to ``trainer.run``, which restarts the actor from the last checkpoint (:mod:`trainer.faults`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ async def engine_stats(engine: Engine) -> Any:
 async def _while_restarting(call: Callable[[], Any], engine: Engine, timeout_s: float = 300.0) -> Any:
     """``await call()``, again every half second while the actor it reaches is being restarted by Ray.
 
-    Raises :class:`~trainer.faults.RunFailedError` if ``engine``'s actor is dead for good (Ray restarts it no more).
+    Raises :class:`~trainer.faults.RunFailedError` if ``engine``'s actor is dead for good (Ray restarts it no more),
+    and Ray's ``ActorDiedError`` itself for the colocated engine, whose death ``trainer.run`` recovers from.
     """
     from trainer.faults import RunFailedError, engine_died_message
     from trainer.rollout import import_ray
@@ -79,7 +81,9 @@ async def _while_restarting(call: Callable[[], Any], engine: Engine, timeout_s: 
         except exceptions.ActorDiedError as exc:
             if not _is_actor_of(exc, engine):  # another actor (a learner rank): not the engine's fault
                 raise
-            raise RunFailedError(engine_died_message(colocated=engine.weight_sync == "shared")) from exc
+            if engine.weight_sync == "shared":  # the colocated actor: trainer.run restarts it from a checkpoint
+                raise
+            raise RunFailedError(engine_died_message()) from exc
 
 
 def _is_actor_of(error: Any, engine: Engine) -> bool:

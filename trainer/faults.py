@@ -13,6 +13,12 @@ and whenever it reads the engine's counters.
   engine with a new instance id. :meth:`FaultWatch.engine_instance` counts the changes
   (``engine/restarts`` in the metrics, cumulative over this process) and logs a warning for each.
   Once they are used up, a dead engine stops the run: :func:`engine_died_message` is its one line.
+* With ``engine.placement=colocated`` the engine runs in the actor's learner process, which Ray does not
+  restart (the trained weights and the optimizer's state die with it). ``trainer.run`` starts a new one from
+  the run's last checkpoint instead and plays the steps after it again (:func:`trainer.components.restart_colocated`),
+  up to ``engine.max_restarts`` times: :meth:`FaultWatch.colocated_died` counts them (``learner/restarts``,
+  cumulative over this process), logs a warning for each, and once they are used up raises
+  :class:`RunFailedError` with :func:`engine_died_message`'s line.
 """
 
 from __future__ import annotations
@@ -37,16 +43,19 @@ class RunFailedError(RuntimeError):
     """The run cannot go on; the message is one line saying why (``trainer.run`` prints it and exits 1)."""
 
 
-def engine_died_message(colocated: bool = False) -> str:
-    """Why a run stops when its engine actor died and Ray restarts it no more; ``colocated``: the engine ran in the
-    actor's learner process (:mod:`trainer.colocated`), which is never restarted (it held the trained weights)."""
+def engine_died_message(colocated: bool = False, max_restarts: int | None = None) -> str:
+    """Why a run stops when its engine died and is restarted no more (``engine.max_restarts``, ``max_restarts`` if
+    given, used up); ``colocated``: the engine ran in the actor's learner process (:mod:`trainer.colocated`),
+    which the run itself restarts from its last checkpoint."""
+    limit = "engine.max_restarts" if max_restarts is None else f"engine.max_restarts={max_restarts}"
     if colocated:
         return (
-            "the actor's process, which also ran the engine (engine.placement=colocated), died: continue from the "
-            f"last checkpoint with trainer.resume=true; why it died (out of memory?) is in the Ray logs in {RAY_LOGS}"
+            "the actor's process, which also ran the engine (engine.placement=colocated), died and is restarted no "
+            f"more ({limit} used up; raise it to survive more deaths): continue from the last checkpoint with "
+            f"trainer.resume=true; why it died (out of memory?) is in the Ray logs in {RAY_LOGS}"
         )
     return (
-        "the engine actor died and Ray restarts it no more (engine.max_restarts used up; raise it to survive more "
+        f"the engine actor died and Ray restarts it no more ({limit} used up; raise it to survive more "
         f"deaths); why it died (out of memory?) is in the Ray logs in {RAY_LOGS}"
     )
 
@@ -68,7 +77,8 @@ class FaultWatch:
     failed_steps: int = 0  # consecutive steps in which every group failed
     first_error: str | None = None  # of the current streak of failed steps
     engine_restarts: int = 0
-    max_engine_restarts: int | None = None  # for the warning: how many Ray allows
+    max_engine_restarts: int | None = None  # how many Ray allows; with engine.placement=colocated, the run
+    learner_restarts: int = 0  # of the colocated actor, from the last checkpoint (colocated_died)
     _engine_instance: str | None = None
 
     def after_step(self, step: int, result: RolloutResult) -> None:
@@ -103,6 +113,30 @@ class FaultWatch:
             RAY_LOGS,
         )
         return True
+
+    def colocated_died(self, checkpoint_step: int | None) -> None:
+        """Count a restart of the dead colocated actor from the checkpoint of ``checkpoint_step`` (``None``: no
+        checkpoint yet, the run's initial policy) and log it; raise :class:`RunFailedError` when none is left.
+
+        The restarted run starts afresh as a resumed one does: no streak of failed steps, and the new engine's
+        instance id is its first (not an engine actor's restart).
+        """
+        allowed = self.max_engine_restarts or 0
+        if self.learner_restarts >= allowed:
+            raise RunFailedError(engine_died_message(colocated=True, max_restarts=allowed))
+        self.learner_restarts += 1
+        self.failed_steps, self.first_error, self._engine_instance = 0, None, None
+        start = "the run's initial policy" if checkpoint_step is None else f"the checkpoint of step {checkpoint_step}"
+        log.warning(
+            "the actor's process, which also ran the engine (engine.placement=colocated), died: restarting it from "
+            "%s and playing step %d on again (restart %d of at most engine.max_restarts=%d; out of memory? see the "
+            "Ray logs in %s)",
+            start,
+            (checkpoint_step or 0) + 1,
+            self.learner_restarts,
+            allowed,
+            RAY_LOGS,
+        )
 
 
 def _log_dropped(step: int, errors: dict[str, str], requested: int) -> None:

@@ -9,6 +9,11 @@ The loop, one step at a time (every await of the orchestration is in :func:`trai
 
 With ``algo.off_policy=true`` the rollout of step k+1 runs while step k trains, on the weights from
 before step k, and is trained one step later with the importance-sampling correction.
+
+With ``engine.placement=colocated``, a death of the actor's process (learner and engine in one) in any phase
+reaches :func:`_train` as Ray's ``ActorDiedError``: while ``engine.max_restarts`` allows, a new actor starts
+from the run's last checkpoint (:func:`trainer.components.restart_colocated`) and the loop plays the steps
+after it again, as ``trainer.resume=true`` would.
 """
 
 from __future__ import annotations
@@ -118,11 +123,19 @@ def train(config: TrainConfig, *, setup: Callable[[], None] | None = None) -> Pa
 
 
 async def _train(config: TrainConfig, setup: Callable[[], None] | None) -> Path:
-    from trainer.components import build_components
+    from trainer.components import build_components, colocated_actor_died, restart_colocated
 
     components = await build_components(config, setup)  # closes what it started if it fails or is stopped
     try:
-        await train_loop(config, components)
+        while True:
+            try:
+                await train_loop(config, components)
+                break
+            except Exception as exc:
+                if not colocated_actor_died(components, exc):
+                    raise
+            # The colocated actor died: a new one from the last checkpoint (RunFailedError once none is left).
+            await restart_colocated(config, components)
     finally:
         await components.close()
     return components.run_dir
@@ -158,7 +171,8 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
     )
 
     step, version = c.start_step, c.policy_version
-    if step == 0 and evaluation_due(config, 0):  # the policy RL starts from (the warm-up's, if any)
+    # The policy RL starts from (the warm-up's, if any); not again after a restart that kept its line.
+    if step == 0 and evaluation_due(config, 0) and c.writer.last_step is None:
         log.info("held-out evaluation before the first update (%d episodes)", config.evaluation.episodes)
         metrics0, episodes = await evaluate_held_out(config, c.rollout, version)
         await _drop_evaluation_prefixes(c)
@@ -167,58 +181,69 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         c.write_report()
         log.info(_evaluation_line(metrics0))
     pending = rollout_task(config, c, step + 1, version)
-    while step < config.trainer.total_steps:
-        step += 1
-        started = time.perf_counter()
-        result, rollout_metrics = await pending
-        trajectories, filter_metrics = trainable(result, config.algo.filter_groups)
-        if c.curriculum is not None and result.trajectories:  # the next rollouts' levels follow this success
-            c.curriculum.update(sum(t.success for t in result.trajectories) / len(result.trajectories))
-        overlapping = config.algo.off_policy and step < config.trainer.total_steps
-        if overlapping:  # the next rollout plays on the current weights while this step trains
-            pending = rollout_task(config, c, step + 1, version)
-        metrics: dict[str, Any] = {**result.metrics, **episode_metrics(result), **rollout_metrics, **filter_metrics}
-        train_started = time.perf_counter()
-        if trajectories:
-            batch = build_batch(trajectories, c.pad_id)
-            on_policy = all(t.policy_version == version for t in trajectories)
-            metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
-            metrics.update(estimate_advantages(batch, trajectories, config.algo))
-            generator = torch.Generator().manual_seed(update_shuffle_seed(config.trainer.seed, step))
-            update_started = time.perf_counter()
-            metrics.update(await update(batch, c.learner, config, generator))
-            metrics["time/update_s"] = time.perf_counter() - update_started
-            if overlapping:  # weights change only between rollouts: every trajectory has one version
-                pending = await _settled(pending)
-            version += 1
-            sync_started = time.perf_counter()
-            await sync_engine(c, version)
-            metrics["time/sync_s"] = time.perf_counter() - sync_started
-            metrics["train/tokens"] = float(batch.attention_mask.sum())
-        metrics["policy_version"] = float(version)
-        if evaluation_due(config, step):  # the updated policy, before the next rollout shares the engine
-            evaluation, episodes = await evaluate_held_out(config, c.rollout, version)
-            if not overlapping:  # else the next rollout is running and its prefixes are in the cache too
-                await _drop_evaluation_prefixes(c)
-            c.write_evaluation(step, episodes)
-            metrics.update(evaluation)
-            log.info(_evaluation_line(evaluation))
-        if not overlapping and step < config.trainer.total_steps:
-            pending = rollout_task(config, c, step + 1, version)
-        metrics.update(timing_metrics(metrics, started, train_started))
-        c.writer.write(step, metrics)
-        c.progress.update(step, metrics)
-        c.faults.after_step(step, result)  # logs dropped groups; stops after trainer.max_failed_steps failed steps
-        if config.trainer.sample_every and (step == 1 or step % config.trainer.sample_every == 0):
-            c.write_samples(step, [t for group in result.groups for t in group])
-        if evaluation_due(config, step) or step == config.trainer.total_steps:
-            c.write_report()  # at each held-out evaluation and at the end, so a stopped run has one
-        if (config.trainer.checkpoint_every and step % config.trainer.checkpoint_every == 0) or (
-            step == config.trainer.total_steps
-        ):
-            await save_checkpoint(config, c, step, version)
-        if config.logging.plot and (step % PLOT_EVERY == 0 or step == config.trainer.total_steps):
-            c.plot()  # rewritten as the run goes, so a stopped run still has its curves
+    try:
+        while step < config.trainer.total_steps:
+            step += 1
+            started = time.perf_counter()
+            result, rollout_metrics = await pending
+            trajectories, filter_metrics = trainable(result, config.algo.filter_groups)
+            if c.curriculum is not None and result.trajectories:  # the next rollouts' levels follow this success
+                c.curriculum.update(sum(t.success for t in result.trajectories) / len(result.trajectories))
+            overlapping = config.algo.off_policy and step < config.trainer.total_steps
+            if overlapping:  # the next rollout plays on the current weights while this step trains
+                pending = rollout_task(config, c, step + 1, version)
+            metrics: dict[str, Any] = {
+                **result.metrics,
+                **episode_metrics(result),
+                **rollout_metrics,
+                **filter_metrics,
+            }
+            train_started = time.perf_counter()
+            if trajectories:
+                batch = build_batch(trajectories, c.pad_id)
+                on_policy = all(t.policy_version == version for t in trajectories)
+                metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
+                metrics.update(estimate_advantages(batch, trajectories, config.algo))
+                generator = torch.Generator().manual_seed(update_shuffle_seed(config.trainer.seed, step))
+                update_started = time.perf_counter()
+                metrics.update(await update(batch, c.learner, config, generator))
+                metrics["time/update_s"] = time.perf_counter() - update_started
+                if overlapping:  # weights change only between rollouts: every trajectory has one version
+                    pending = await _settled(pending)
+                version += 1
+                sync_started = time.perf_counter()
+                await sync_engine(c, version)
+                metrics["time/sync_s"] = time.perf_counter() - sync_started
+                metrics["train/tokens"] = float(batch.attention_mask.sum())
+            metrics["policy_version"] = float(version)
+            if c.relaunch is not None:  # the colocated actor's restarts from a checkpoint (trainer.faults)
+                metrics["learner/restarts"] = float(c.faults.learner_restarts)
+            if evaluation_due(config, step):  # the updated policy, before the next rollout shares the engine
+                evaluation, episodes = await evaluate_held_out(config, c.rollout, version)
+                if not overlapping:  # else the next rollout is running and its prefixes are in the cache too
+                    await _drop_evaluation_prefixes(c)
+                c.write_evaluation(step, episodes)
+                metrics.update(evaluation)
+                log.info(_evaluation_line(evaluation))
+            if not overlapping and step < config.trainer.total_steps:
+                pending = rollout_task(config, c, step + 1, version)
+            metrics.update(timing_metrics(metrics, started, train_started))
+            c.writer.write(step, metrics)
+            c.progress.update(step, metrics)
+            c.faults.after_step(step, result)  # logs dropped groups; stops after trainer.max_failed_steps failed steps
+            if config.trainer.sample_every and (step == 1 or step % config.trainer.sample_every == 0):
+                c.write_samples(step, [t for group in result.groups for t in group])
+            if evaluation_due(config, step) or step == config.trainer.total_steps:
+                c.write_report()  # at each held-out evaluation and at the end, so a stopped run has one
+            if (config.trainer.checkpoint_every and step % config.trainer.checkpoint_every == 0) or (
+                step == config.trainer.total_steps
+            ):
+                await save_checkpoint(config, c, step, version)
+            if config.logging.plot and (step % PLOT_EVERY == 0 or step == config.trainer.total_steps):
+                c.plot()  # rewritten as the run goes, so a stopped run still has its curves
+    except Exception:
+        await _cancel(pending)  # a step that failed may leave the next step's rollout running
+        raise
 
 
 def _evaluation_line(metrics: dict[str, float]) -> str:
@@ -228,6 +253,12 @@ def _evaluation_line(metrics: dict[str, float]) -> str:
         f"{100 * metrics.get('eval/invalid_action_rate', 0.0):.1f}%, return {metrics.get('eval/return', 0.0):.2f} "
         f"({metrics.get('eval/episodes', 0):.0f} episodes, {metrics.get('time/eval_s', 0.0):.0f} s)"
     )
+
+
+async def _cancel(task: asyncio.Task) -> None:
+    """Cancel ``task`` and wait until it has stopped; its own outcome is moot (the step's error goes on)."""
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _settled(task: asyncio.Task) -> asyncio.Task:

@@ -1,7 +1,7 @@
 """What a run notices between steps (:mod:`trainer.faults`) and how it says so (:mod:`trainer.console`).
 
 Plain bookkeeping, no Ray: the end-to-end versions (an environment that always raises, a SIGKILLed
-engine actor) are in ``test_train_run.py``.
+engine actor or colocated actor) are in ``test_train_run.py`` and ``test_train_signals.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from agents.trajectory import Trajectory
+from trainer.checkpoint import discard_checkpoints_after, latest_checkpoint, mark_complete
 from trainer.console import open_run_log, run_console
 from trainer.faults import DEADLINE_ERROR, FaultWatch, RunFailedError, dropped_group_errors
 from trainer.progress import progress_line
@@ -97,6 +98,43 @@ def test_an_engine_restart_is_counted_and_said(capsys):
     assert lines[1].startswith(
         "turngym: warning: the engine actor died and Ray restarted it (restart 2 of at most engine.max_restarts=3"
     )
+
+
+def test_a_colocated_actors_restart_is_counted_and_said_until_none_is_left(capsys):
+    watch = FaultWatch(max_engine_restarts=2)
+    watch.after_step(1, all_failed("a"))  # a streak of failed steps, and the dead actor's engine seen
+    watch.engine_instance("old")
+    with run_console(verbose=False):
+        watch.colocated_died(None)
+        watch.colocated_died(4)
+    assert watch.learner_restarts == 2 and watch.failed_steps == 0 and watch.first_error is None
+    assert not watch.engine_instance("new")  # the new actor's engine is its first, not an engine actor's restart
+    assert watch.engine_restarts == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "turngym: warning: the actor's process, which also ran the engine (engine.placement=colocated), died: "
+        f"restarting it from {start} and playing step {step} on again (restart {n} of at most engine.max_restarts=2; "
+        "out of memory? see the Ray logs in /tmp/ray/session_latest/logs)"
+        for n, start, step in [(1, "the run's initial policy", 1), (2, "the checkpoint of step 4", 5)]
+    ]
+    with pytest.raises(RunFailedError) as caught:
+        watch.colocated_died(6)
+    assert str(caught.value) == (
+        "the actor's process, which also ran the engine (engine.placement=colocated), died and is restarted no more "
+        "(engine.max_restarts=2 used up; raise it to survive more deaths): continue from the last checkpoint with "
+        "trainer.resume=true; why it died (out of memory?) is in the Ray logs in /tmp/ray/session_latest/logs"
+    )
+    assert watch.learner_restarts == 2
+
+
+def test_going_back_to_a_checkpoint_discards_the_save_a_death_cut_short(tmp_path):
+    for step in (1, 2, 3):
+        (tmp_path / "checkpoints" / f"step_00000{step}" / "actor").mkdir(parents=True)
+        if step < 3:
+            mark_complete(tmp_path / "checkpoints" / f"step_00000{step}")
+    assert latest_checkpoint(tmp_path).name == "step_000002"
+    discard_checkpoints_after(tmp_path, 2)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_000001", "step_000002"]
+    discard_checkpoints_after(tmp_path / "no-run", 0)  # nothing to discard
 
 
 def test_start_up_lines_show_only_with_progress_and_the_console_goes_away_after_the_run(capsys):

@@ -10,7 +10,9 @@
   run with a separate engine actor, step by step.
 * Faults: a run whose groups all fail logs each dropped group's error, trains nothing and stops after
   ``trainer.max_failed_steps`` such steps; an engine actor killed with SIGKILL is restarted by Ray, counted
-  (``engine/restarts``) and given the learner's weights again before it samples.
+  (``engine/restarts``) and given the learner's weights again before it samples; a colocated actor killed with
+  SIGKILL in any phase of a step is started again from the last checkpoint (``learner/restarts``) and the run
+  ends as an uninterrupted one does (with no restart allowed: ``test_train_signals.py``).
 * A bad configuration fails before any work; a short CUDA run (marker ``gpu``) where CUDA exists.
 """
 
@@ -18,18 +20,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 
 import learnable_env
 import pytest
 import ray
 import torch
+from test_train_resume import without_wall_time
 
 from agents.config import UsageError
 from agents.models import tiny_model_path
+from trainer import engine_sync, train_step
 from trainer.config import compose_train_config, to_train_config
 from trainer.faults import RunFailedError
 from trainer.metrics import read_metrics
 from trainer.ray_cluster import init_ray
+from trainer.rollout import RolloutManager
 from trainer.run import train
 
 pytestmark = pytest.mark.ray
@@ -404,3 +411,99 @@ def test_a_colocated_lora_run_plays_the_separate_engines_episodes_with_no_engine
     assert [r["actor/policy_loss"] for r in colocated] == pytest.approx(
         [r["actor/policy_loss"] for r in separate], abs=1e-4
     )
+
+
+COLOCATED = (
+    "algo=grpo",
+    "algo.group_size=4",
+    "model.lora_rank=8",  # at tiny's lr 1e-3: at lr 1e-1 AdamW magnifies the float noise between two runs
+    "engine.placement=colocated",
+    "trainer.total_steps=3",
+    "trainer.groups_per_step=2",
+    "trainer.checkpoint_every=1",
+    "trainer.keep_checkpoints=4",
+    "trainer.sample_every=0",
+    "evaluation.enabled=true",  # before step 1 and after step 3
+    "evaluation.episodes=2",
+    "logging.plot=false",
+    "logging.tensorboard=false",
+)
+FINAL_POLICY = "checkpoints/step_000003/policy/model.safetensors"
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_colocated(tmp_path_factory):
+    """The run directory of a colocated run that nothing interrupts: what a restarted run must end as."""
+    return train(config_for(tmp_path_factory.mktemp("uninterrupted"), *COLOCATED), setup=learnable_env.register)
+
+
+def kill_colocated_actor_on(monkeypatch, owner: object, name: str, call: int) -> None:
+    """SIGKILL the colocated actor's process (as the out-of-memory killer would) when the loop calls ``owner.name``
+    for the ``call``-th time, once; the call then goes on and meets the dead actor."""
+    original, calls = getattr(owner, name), []
+
+    def hooked(*args, **kwargs):
+        calls.append(name)
+        if len(calls) == call:
+            [actor] = [
+                a
+                for a in ray._private.state.actors().values()
+                if a["ActorClassName"] == "ColocatedWorker" and a["State"] == "ALIVE"
+            ]
+            os.kill(int(actor["Pid"]), signal.SIGKILL)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, hooked)
+
+
+PHASES = {  # the function the loop calls in a phase, which of its calls is hit, and the step it belongs to
+    "evaluation": (RolloutManager, "collect", 1, 0),  # the held-out evaluation before step 1: no checkpoint yet
+    "rollout": (RolloutManager, "collect", 2, 1),  # step 1's: no checkpoint yet, the evaluation's line is kept
+    "scoring": (train_step, "score_batch", 2, 2),
+    "update": (train_step, "update", 2, 2),
+    "sync": (engine_sync, "sync_engine", 2, 2),
+    "checkpoint": (train_step, "save_checkpoint", 2, 2),  # step 2's checkpoint is cut short
+}
+
+
+@pytest.mark.slow  # about 100 s each on a loaded 2-core machine (two start-ups), and 100 s for the uninterrupted run
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_a_killed_colocated_actor_restarts_from_the_last_checkpoint(
+    tmp_path, monkeypatch, capfd, phase, uninterrupted_colocated
+):
+    """The colocated actor (learner and engine in one process) SIGKILLed as it enters ``phase``: a new one starts
+    from the last checkpoint (step 1's, or the initial policy before it), the steps after it are played again,
+    and the run ends with the uninterrupted run's metrics, evaluations and final weights.
+
+    Not bit for bit: two uninterrupted colocated runs differ by float noise (about 1e-6 in the weights after one
+    step at lr 1e-1, which AdamW grows to 6e-5 by step 3), as the engine batches the episodes' requests as they
+    come; at lr 1e-3 the noise stays far below the tolerance and the steps' moves far above it.
+    """
+    from safetensors.torch import load_file
+
+    owner, name, call, step = PHASES[phase]
+    kill_colocated_actor_on(monkeypatch, owner, name, call)
+    run_dir = train(config_for(tmp_path, *COLOCATED), setup=learnable_env.register)
+    records, straight = read_metrics(run_dir), read_metrics(uninterrupted_colocated)
+    assert [r["step"] for r in records] == [0, 1, 2, 3]  # 0: the held-out evaluation before the first update
+    assert [r["learner/restarts"] for r in records[1:]] == [0 if step == 2 else 1, 1, 1]
+    assert all(r["engine/restarts"] == 0 for r in records[1:])  # the new actor's engine is not an engine restart
+    back_to = (
+        "the checkpoint of step 1 and playing step 2" if step == 2 else "the run's initial policy and playing step 1"
+    )
+    assert (
+        "turngym: warning: the actor's process, which also ran the engine (engine.placement=colocated), died: "
+        f"restarting it from {back_to} on again (restart 1 of at most engine.max_restarts=3;"
+    ) in capfd.readouterr().err
+    rows = [{k: v for k, v in r.items() if k != "learner/restarts"} for r in without_wall_time(records)]
+    for a, b in zip(without_wall_time(straight), rows, strict=True):
+        assert a.keys() - {"learner/restarts"} == b.keys()
+        for key in b:
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), (a["step"], key)
+    assert sorted(p.name for p in (run_dir / "evaluations").iterdir()) == ["step_000000.jsonl", "step_000003.jsonl"]
+    assert all((run_dir / "checkpoints" / f"step_00000{s}" / "COMPLETE").is_file() for s in (1, 2, 3))
+    weights, expected = load_file(run_dir / FINAL_POLICY), load_file(uninterrupted_colocated / FINAL_POLICY)
+    for key, tensor in expected.items():
+        torch.testing.assert_close(weights[key], tensor, atol=1e-5, rtol=0, msg=key)
+    after_step_1 = load_file(run_dir / "checkpoints" / "step_000001" / "policy" / "model.safetensors")
+    assert max((weights[k] - after_step_1[k]).abs().max().item() for k in weights) > 1e-4  # steps 2-3 moved it

@@ -3,7 +3,8 @@ engine died for good, end to end in subprocesses.
 
 A stopped command must close what it started (the engine, the learner, the environment actors, Ray's processes),
 at any point (start-up included), and exit with 143 and one line, not abort inside Ray's signal handler with a
-stack dump (exit 134). A dead engine with no restarts left ends the run with exit 1 and one line.
+stack dump (exit 134). A dead engine (an engine actor, or the colocated actor that runs it) with no restarts left
+ends the run with exit 1 and one line.
 """
 
 from __future__ import annotations
@@ -169,11 +170,15 @@ def test_a_dead_engine_with_no_restarts_left_stops_the_run_with_one_line(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_dead_colocated_actor_stops_the_run_with_one_line_naming_resume(tmp_path):
-    """With LoRA the engine runs in the actor's process (engine.placement=auto): its death takes the trained
-    weights with it, so Ray does not restart it and the run stops with one line that says how to continue."""
-    assert kill_after_step_one(tmp_path, "ColocatedWorker", "model.lora_rank=4", "trainer.checkpoint_every=1") == (
-        "turngym: error: the actor's process, which also ran the engine (engine.placement=colocated), died: continue "
-        "from the last checkpoint with trainer.resume=true; why it died (out of memory?) is in the Ray logs in "
+def test_a_dead_colocated_actor_with_no_restarts_left_stops_the_run_with_one_line(tmp_path):
+    """With LoRA the engine runs in the actor's process (engine.placement=auto): the run restarts it from its last
+    checkpoint (tests/trainer/test_train_run.py) while engine.max_restarts allows; with none left it stops with one
+    line that says how to continue."""
+    assert kill_after_step_one(
+        tmp_path, "ColocatedWorker", "model.lora_rank=4", "trainer.checkpoint_every=1", "engine.max_restarts=0"
+    ) == (
+        "turngym: error: the actor's process, which also ran the engine (engine.placement=colocated), died and is "
+        "restarted no more (engine.max_restarts=0 used up; raise it to survive more deaths): continue from the last "
+        "checkpoint with trainer.resume=true; why it died (out of memory?) is in the Ray logs in "
         "/tmp/ray/session_latest/logs"
     )
