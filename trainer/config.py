@@ -155,7 +155,9 @@ class EngineConfig:
     max_batch_size: int = 16  # hf: sequences decoded together
     cuda_graphs: bool | None = None  # hf: decode steps replayed from CUDA graphs; None: on for CUDA devices
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
-    max_restarts: int = 3  # hf: times Ray restarts a dead engine actor (the loop then syncs the weights again)
+    # hf: times a dead engine is restarted: the engine actor by Ray (the loop then syncs the weights again), or with
+    # placement=colocated the actor's process that runs it, by the run, from the last checkpoint (trainer.faults)
+    max_restarts: int = 3
     num_gpus: float = 0.0  # hf on CUDA: the engine actor's GPU share (0: 0.25); the learner ranks share the rest
     urls: list[str] = field(default_factory=list)  # sglang: running servers, http://host:port
     launch: bool = False  # sglang: start servers on this machine instead (needs sglang and CUDA)
