@@ -53,7 +53,7 @@ from envs.frozenlake.maps import (
     shortest_path,
 )
 from envs.frozenlake.planning import SlipperyPlanner
-from envs.frozenlake.text import Move, describe_turn, instructions, render_grid
+from envs.frozenlake.text import Move, describe_turn, instructions, relative_lines, render_grid
 
 __all__ = ["VOCABULARY", "FrozenLakeEnv"]
 
@@ -75,6 +75,9 @@ class FrozenLakeEnv(TextEnv):
         require_answer_tag: only text inside ``<answer>...</answer>`` counts.
         format_penalty: subtracted from the reward of an invalid turn.
         render_mode: ``"ansi"`` or ``None``.
+        relative: add two lines in words under the map (:func:`~envs.frozenlake.text.relative_lines`): what lies
+            one move away in each direction and where the goal is from the player. ``False``: the grid alone
+            (RAGEN's observation).
         desc: a fixed map instead of random ones: rows of ``S`` start, ``F`` frozen, ``H`` hole, ``G`` goal
             (Gymnasium's letters; turngym's ``P``, ``_``, ``O`` are accepted too), or one string of such
             lines. It need not be solvable. ``reset(options={"desc": ...})`` sets the map of one episode.
@@ -100,6 +103,7 @@ class FrozenLakeEnv(TextEnv):
         format_penalty: float = 0.1,
         render_mode: str | None = "ansi",
         desc: str | Sequence[str] | None = None,
+        relative: bool = True,
     ) -> None:
         super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
         if max_steps < 1:
@@ -115,6 +119,7 @@ class FrozenLakeEnv(TextEnv):
         self.max_steps = int(max_steps)
         self.max_actions_per_turn = int(max_actions_per_turn)
         self.require_answer_tag = bool(require_answer_tag)
+        self.show_relative = bool(relative)
         self.word_actions = WordActions(
             VOCABULARY, self.max_actions_per_turn, self.require_answer_tag, example=("Right", "Down")
         )
@@ -193,7 +198,10 @@ class FrozenLakeEnv(TextEnv):
         )
 
     def render_text(self, color: bool = False) -> str:
-        return render_grid(self._require_lake(), self._position, color=color)
+        """The map as the observation shows it, with the relative lines when asked for."""
+        grid = render_grid(self._require_lake(), self._position, color=color)
+        lines = relative_lines(self._require_lake(), self._position) if self.show_relative else ""
+        return f"{grid}\n{lines}" if lines else grid
 
     def oracle(self) -> list[str] | None:
         """The reference action texts from the current state, one per turn.

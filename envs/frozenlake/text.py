@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envs.actions import ParsedActions, WordActions
-from envs.frozenlake.maps import LakeMap, Position
+from envs.frozenlake.maps import DIRECTIONS, LakeMap, Position
 
-__all__ = ["Move", "describe_turn", "instructions", "render_grid"]
+__all__ = ["Move", "describe_turn", "instructions", "relative_lines", "render_grid"]
 
 # Board symbols (RAGEN's convention) and their ANSI colours for render().
 _PLAYER, _FROZEN, _HOLE, _GOAL, _PLAYER_IN_HOLE, _PLAYER_ON_GOAL = "P", "_", "O", "G", "X", "√"
@@ -42,6 +42,30 @@ def render_grid(lake: LakeMap, position: Position, *, color: bool = False) -> st
             symbols.append(f"{_COLORS[symbol]}{symbol}{_RESET}" if color else symbol)
         lines.append("".join(symbols))
     return "\n".join(lines)
+
+
+def relative_lines(lake: LakeMap, position: Position) -> str:
+    """The position in words, relative to the player: what lies one move away in each direction and where the
+    goal is ("Next to you: Up edge, Down ice, Left hole, Right ice." and "The goal is 2 down and 1 right of
+    you."); empty once the player is on the goal or in a hole.
+
+    The grid asks a reader to find symbols by their column; these lines name the directions with the action
+    words, which is what a small model can copy from. They say what a person sees on the map, never a path.
+    """
+    if lake.tile(position) in ("G", "H"):
+        return ""
+    around = ", ".join(f"{direction} {_neighbour_name(lake, position, direction)}" for direction in DIRECTIONS)
+    rows, cols = lake.goal[0] - position[0], lake.goal[1] - position[1]
+    parts = [f"{abs(rows)} {'up' if rows < 0 else 'down'}"] if rows else []
+    parts += [f"{abs(cols)} {'left' if cols < 0 else 'right'}"] if cols else []
+    return f"Next to you: {around}.\nThe goal is {' and '.join(parts)} of you."
+
+
+def _neighbour_name(lake: LakeMap, position: Position, direction: str) -> str:
+    target = lake.move(position, direction)
+    if target == position:
+        return "edge"
+    return {"H": "hole", "G": "goal"}.get(lake.tile(target), "ice")
 
 
 def _tile_symbol(tile: str, has_player: bool) -> str:

@@ -112,12 +112,33 @@ def test_slippery_transitions_follow_the_seed_on_a_fixed_map():
 # Hand-made maps
 # --------------------------------------------------------------------------------------------------
 def test_first_observation_and_render():
-    env = FrozenLakeEnv(desc=CLASSIC)
+    env = FrozenLakeEnv(desc=CLASSIC, relative=False)
     observation, info = env.reset(seed=0)
     assert env.render_text() == "P___\n_O_O\n___O\nO__G"
     assert observation.startswith("P___\n_O_O\n___O\nO__G\n")
     assert info["position"] == (0, 0) and info["goal"] == (3, 3) and info["map"] == CLASSIC
     assert "\x1b[" in env.render() and env.render().count("\n") == 3
+
+
+def test_the_relative_lines_name_the_neighbours_and_the_goal_in_action_words():
+    env = FrozenLakeEnv(desc=CLASSIC)  # relative=True, the default
+    observation, _ = env.reset(seed=0)
+    assert observation == (
+        "P___\n_O_O\n___O\nO__G\n"
+        "Next to you: Up edge, Down ice, Left edge, Right ice.\n"
+        "The goal is 3 down and 3 right of you.\n"
+        "Your move."
+    )
+    observation = env.step("Right || Down")[0]  # to (1, 1): a hole, the lines stop
+    assert observation.endswith("P___".replace("P", "_") + "\n_X_O\n___O\nO__G")
+    env.reset(seed=0)
+    observation = env.step("Down || Down || Right || Right")[0]  # to (2, 2)
+    assert observation.endswith(
+        "Next to you: Up ice, Down ice, Left ice, Right hole.\nThe goal is 1 down and 1 right of you."
+    )
+    env.reset(seed=0)
+    observation = env.step("Down || Down || Right || Right || Down")[0]  # to (3, 2): next to the goal
+    assert "Next to you: Up ice, Down edge, Left ice, Right goal.\nThe goal is 1 right of you." in observation
     assert FrozenLakeEnv(desc=CLASSIC, render_mode=None).render() is None
 
 
@@ -217,7 +238,7 @@ def test_turn_limit_truncates():
 def test_reset_options_set_the_map_of_one_episode():
     env = FrozenLakeEnv(size=5)
     _, info = env.reset(seed=0, options={"desc": "P_O\n__G"})
-    assert info["map"] == ["SFH", "FFG"] and env.render_text() == "P_O\n__G"
+    assert info["map"] == ["SFH", "FFG"] and env.render_text().startswith("P_O\n__G\nNext to you:")
     _, info = env.reset(seed=0)
     assert len(info["map"]) == 5
 
