@@ -7,7 +7,8 @@ engine actor exists. The actor's single :class:`ColocatedWorker` rank is both a
 parameter and buffer is a view of the learner's (FSDP2 with one rank keeps each whole parameter in its local
 shard), so
 
-* no second copy of the weights exists: the engine costs only its keys/values and prefix cache;
+* no second copy of the weights exists: the engine costs only its keys/values and prefix cache, and gives
+  them back when a rollout ends (``drop_prefix_cache``), before the learner scores and trains in the same process;
 * the engine computes with the LoRA adapters as they are, unmerged: an optimizer step changes what it
   samples, and a weight sync is only the new policy version and an emptied prefix cache
   (``weight_sync="shared"``), no state dict.

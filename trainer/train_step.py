@@ -106,6 +106,9 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
                 break
             # The engine restarted during the rollout: part of it came from the wrong weights. Play it again.
             log.warning("the engine restarted during step %d's rollout; playing the step again", step)
+        if c.engine.weight_sync == "shared":  # colocated: the learner scores and trains next, in the same process,
+            await c.engine.drop_prefix_cache()  # and the next sync empties the cache anyway: free it for them now
+        held = (await engine_stats(c.engine)).extra.get("prefix_cache_tokens", 0.0)  # while the learner trains
         prompt = after.prompt_tokens - before.prompt_tokens
         cached = after.cached_prompt_tokens - before.cached_prompt_tokens
         metrics = {
@@ -114,6 +117,7 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
             "rollout/prompt_tokens": float(prompt),
             "rollout/generated_tokens": float(after.generated_tokens - before.generated_tokens),
             "engine/restarts": float(c.faults.engine_restarts),
+            "engine/prefix_cache_tokens_held": float(held),
             **curriculum_metrics,
         }
         return result, metrics

@@ -209,8 +209,9 @@ class HfEngine:
         await self._queue_update(_Update(state_dict, policy_version, abort_in_flight, concurrent.futures.Future()))
 
     async def drop_prefix_cache(self) -> None:
-        """Forget every cached prefix and give its memory back; the weights and the policy version stay. Like a
-        weight update it waits for the running sequences (an evaluation's prefixes are no use to training)."""
+        """Forget every cached prefix and give its memory back, with the decode batch's buffers; the weights and the
+        policy version stay. Like a weight update it waits for the running sequences (an evaluation's prefixes are
+        no use to training)."""
         await self._queue_update(_Update(None, -1, False, concurrent.futures.Future()))
 
     async def _queue_update(self, update: _Update) -> None:
@@ -229,6 +230,7 @@ class HfEngine:
                 "max_decode_batch_size": float(self._counters["max_decode_batch_size"]),
                 "prefill_forwards": float(self._counters["prefill_forwards"]),
                 "prefix_cache_tokens": float(self._prefix.stored_tokens),
+                "decode_buffer_columns": float(self._batch.capacity),
             }
             return EngineStats(**{**self._stats.__dict__, "extra": extra})
 
@@ -337,6 +339,7 @@ class HfEngine:
         if isinstance(self._batch, StaticDecoder):
             self._batch.check_weights()  # load_state_dict copies in place: the captured graphs normally stay
         self._prefix.clear()
+        self._batch.release()  # no row runs: the decode buffers are allocated again by the next admission
         return_free_memory()  # the cleared prefix cache's keys and values; the learner trains next
         with self._condition:
             self._updates.popleft()

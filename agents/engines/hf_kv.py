@@ -231,6 +231,14 @@ class RunningBatch:
                 buffers[layer] = fresh
         self.mask, self.width = new_mask, new_width
 
+    def release(self) -> None:
+        """Drop the (empty) batch's buffers; the next ``add`` allocates them again. Raises if a row is running."""
+        if self.rows:
+            raise RuntimeError(f"cannot release the running batch's buffers: {self.rows} rows are running")
+        self.keys, self.values = [], []
+        self.mask = torch.zeros((self.max_rows, 0), dtype=torch.bool)
+        self.width = 0
+
     def allocate_like(self, kv: SequenceKV) -> None:
         """Create the (empty) buffers with the layer shapes and dtype of ``kv``; called before the first ``add``."""
         self.keys = [k.new_zeros((self.max_rows, k.shape[0], 0, k.shape[2])) for k, _ in kv]

@@ -208,8 +208,10 @@ async def test_dropping_the_prefix_cache_keeps_the_weights_and_the_version():
     first_input = prompt(30)
     first = await engine.generate(first_input, GREEDY)
     assert engine.stats().extra["prefix_cache_tokens"] > 0
+    assert engine.stats().extra["decode_buffer_columns"] >= 30 + 12  # kept for the next admission
     await engine.drop_prefix_cache()
     assert engine.stats().extra["prefix_cache_tokens"] == 0
+    assert engine.stats().extra["decode_buffer_columns"] == 0  # given back too, allocated again below
     second_input = first_input + list(first.output_ids) + prompt(5, 9)
     after = await engine.generate(second_input, GREEDY)
     await engine.close()
