@@ -230,7 +230,7 @@ class HfEngine:
                 "max_decode_batch_size": float(self._counters["max_decode_batch_size"]),
                 "prefill_forwards": float(self._counters["prefill_forwards"]),
                 "prefix_cache_tokens": float(self._prefix.stored_tokens),
-                "decode_buffer_columns": float(self._batch.capacity),
+                "decode_buffer_columns": float(self._batch.capacity if self._batch.keys else 0),
             }
             return EngineStats(**{**self._stats.__dict__, "extra": extra})
 
@@ -339,7 +339,8 @@ class HfEngine:
         if isinstance(self._batch, StaticDecoder):
             self._batch.check_weights()  # load_state_dict copies in place: the captured graphs normally stay
         self._prefix.clear()
-        self._batch.release()  # no row runs: the decode buffers are allocated again by the next admission
+        if isinstance(self._batch, RunningBatch):  # a StaticDecoder keeps its buffers: its graphs read them
+            self._batch.release()  # no row runs: the decode buffers are allocated again by the next admission
         return_free_memory()  # the cleared prefix cache's keys and values; the learner trains next
         with self._condition:
             self._updates.popleft()
