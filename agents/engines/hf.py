@@ -38,8 +38,8 @@ Sampling: the whole batch's next tokens in one set of tensor ops on the model's 
 from its own generator on that device (:mod:`agents.engines.hf_sampling`).
 
 Static decode (``static_decode``, ``cuda_graphs``): the decode step runs over fixed-capacity key/value buffers
-and row-count buckets (:mod:`agents.engines.hf_graphs`), captured in CUDA graphs and replayed on CUDA (the
-default there), eager on CPU only when asked (as fast as the dynamic step there, within noise: docs/gpu.md). The
+and row-count buckets (:mod:`agents.engines.hf_graphs`), captured in CUDA graphs and replayed on CUDA (opt-in:
+not yet run on a GPU), eager on CPU only when asked (as fast as the dynamic step there, within noise: docs/gpu.md). The
 context is then also capped by ``decode_capacity`` (default 4096 tokens): ``max_context`` becomes
 ``min(max_context, decode_capacity)``, so a longer prompt raises and a generation reaching the buffers' end stops
 with ``"length"``; the buffers take ``max_batch_size x decode_capacity x layers x 2 x kv_heads x head_dim``
@@ -133,7 +133,7 @@ class HfEngine:
     ``max_batch_size``; 1: one at a time); ``max_cached_tokens`` bounds the prefix cache; ``seed`` seeds requests
     without their own seed.
 
-    ``cuda_graphs`` (default: on for CUDA devices) replays the decode step from CUDA graphs; ``static_decode``
+    ``cuda_graphs`` (default: off, opt-in on CUDA until measured on a GPU) replays the decode step from CUDA graphs; ``static_decode``
     (default: ``cuda_graphs``) runs it with static shapes, eagerly when graphs are off (CPU tests), over buffers of
     ``decode_capacity`` tokens per row (default ``DEFAULT_DECODE_CAPACITY``; see the module docstring).
     """
