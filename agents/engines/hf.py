@@ -133,9 +133,9 @@ class HfEngine:
     ``max_batch_size``; 1: one at a time); ``max_cached_tokens`` bounds the prefix cache; ``seed`` seeds requests
     without their own seed.
 
-    ``cuda_graphs`` (default: off, opt-in on CUDA until measured on a GPU) replays the decode step from CUDA graphs; ``static_decode``
-    (default: ``cuda_graphs``) runs it with static shapes, eagerly when graphs are off (CPU tests), over buffers of
-    ``decode_capacity`` tokens per row (default ``DEFAULT_DECODE_CAPACITY``; see the module docstring).
+    ``cuda_graphs`` (default: off, opt-in on CUDA until measured on a GPU) replays the decode step from CUDA graphs;
+    ``static_decode`` (default: ``cuda_graphs``) runs it with static shapes, eagerly when graphs are off (CPU tests),
+    over buffers of ``decode_capacity`` tokens per row (default ``DEFAULT_DECODE_CAPACITY``; see the module docstring).
     """
 
     name = "hf"
