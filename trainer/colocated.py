@@ -110,8 +110,11 @@ def _check_shape(module: nn.Module, slot: str, view: torch.Tensor, name: str) ->
 class EngineOptions:
     """What the colocated engine takes from the run's engine spec (picklable)."""
 
-    def __init__(self, max_batch_size: int, max_context: int | None, seed: int | None) -> None:
+    def __init__(
+        self, max_batch_size: int, max_context: int | None, seed: int | None, cuda_graphs: bool | None = None
+    ) -> None:
         self.max_batch_size, self.max_context, self.seed = max_batch_size, max_context, seed
+        self.cuda_graphs = cuda_graphs  # the hf engine's option (None: its default, off)
 
 
 class ColocatedWorker(ModelWorker, EngineHost):
@@ -136,6 +139,7 @@ class ColocatedWorker(ModelWorker, EngineHost):
             max_batch_size=options.max_batch_size,
             max_context=options.max_context,
             seed=options.seed,
+            cuda_graphs=options.cuda_graphs,
         )
         self.instance_id = uuid.uuid4().hex
         return self.engine.name

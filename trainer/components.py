@@ -320,7 +320,9 @@ def _start_learner(config: TrainConfig, plan: RunPlan, colocated: EngineOptions 
 
 def _start_colocated(config: TrainConfig, plan: RunPlan) -> tuple[Learner, ColocatedEngineClient]:
     """The learner, whose actor rank then builds the engine on its own weights (:mod:`trainer.colocated`)."""
-    options = EngineOptions(plan.engine.max_batch_size, plan.engine.max_context, plan.engine.seed)
+    options = EngineOptions(
+        plan.engine.max_batch_size, plan.engine.max_context, plan.engine.seed, plan.engine.cuda_graphs
+    )
     learner = _start_learner(config, plan, options)
     log.info("the engine (%s) runs in the actor's process, on its weights", config.engine.kind)
     return learner, learner.engine()

@@ -153,7 +153,7 @@ class EngineConfig:
     device: str = "auto"  # hf: auto | cpu | cuda
     dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16 | float16
     max_batch_size: int = 16  # hf: sequences decoded together
-    cuda_graphs: bool | None = None  # hf: decode steps replayed from CUDA graphs; None: off (opt-in)
+    cuda_graphs: bool | None = None  # hf: decode steps replayed from CUDA graphs; None: on for CUDA
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
     # hf: times a dead engine is restarted: the engine actor by Ray (the loop then syncs the weights again), or with
     # placement=colocated the actor's process that runs it, by the run, from the last checkpoint (trainer.faults)

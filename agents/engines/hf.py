@@ -35,11 +35,15 @@ and requests admitted after the update use the new one. With ``abort_in_flight=T
 end at once with ``finish_reason == "abort"`` and the tokens sampled so far.
 
 Sampling: the whole batch's next tokens in one set of tensor ops on the model's device, each request drawing
-from its own generator on that device (:mod:`agents.engines.hf_sampling`).
+from its own noise source (:mod:`agents.engines.hf_sampling`): ``sampling_noise="generator"`` (the default) gives
+each request a torch generator on the device, one noise launch per sampled row and step; ``"counter"`` gives each
+request a counter stream of its seed, the whole batch's noise in one computation, and the same draws on CPU and
+CUDA for a seed. Both keep exact per-request seeds; they draw different tokens for the same seed. On an H100 with
+the graphed decode step the generators were the faster (their launches overlap the step): docs/gpu.md.
 
 Static decode (``static_decode``, ``cuda_graphs``): the decode step runs over fixed-capacity key/value buffers
-and row-count buckets (:mod:`agents.engines.hf_graphs`), captured in CUDA graphs and replayed on CUDA (opt-in:
-not yet run on a GPU), eager on CPU only when asked (as fast as the dynamic step there, within noise: docs/gpu.md). The
+and row-count buckets (:mod:`agents.engines.hf_graphs`), captured in CUDA graphs and replayed on CUDA (the default
+there), eager on CPU only when asked (as fast as the dynamic step there, within noise: docs/gpu.md). The
 context is then also capped by ``decode_capacity`` (default 4096 tokens): ``max_context`` becomes
 ``min(max_context, decode_capacity)``, so a longer prompt raises and a generation reaching the buffers' end stops
 with ``"length"``; the buffers take ``max_batch_size x decode_capacity x layers x 2 x kv_heads x head_dim``
@@ -76,7 +80,7 @@ import torch
 from agents.engines.base import EngineStats, FinishReason, Generation, SamplingParams, WeightSync
 from agents.engines.hf_graphs import DEFAULT_DECODE_CAPACITY, StaticDecoder, decode_mode
 from agents.engines.hf_kv import PrefillLayout, PrefixCache, RunningBatch, SequenceKV, common_prefix_len
-from agents.engines.hf_sampling import sample_next_tokens
+from agents.engines.hf_sampling import CounterStream, sample_next_tokens
 from agents.memory import return_free_memory
 from agents.models import cache_keyword, quiet_progress_bars
 
@@ -92,7 +96,7 @@ class _Request:
     sampling: SamplingParams
     stop_ids: frozenset[int]
     max_new_tokens: int  # sampling.max_new_tokens capped by the context
-    generator: torch.Generator
+    generator: torch.Generator | CounterStream  # the request's noise source
     future: concurrent.futures.Future
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -133,9 +137,10 @@ class HfEngine:
     ``max_batch_size``; 1: one at a time); ``max_cached_tokens`` bounds the prefix cache; ``seed`` seeds requests
     without their own seed.
 
-    ``cuda_graphs`` (default: off, opt-in on CUDA until measured on a GPU) replays the decode step from CUDA graphs;
+    ``cuda_graphs`` (default: on for CUDA, off elsewhere) replays the decode step from CUDA graphs;
     ``static_decode`` (default: ``cuda_graphs``) runs it with static shapes, eagerly when graphs are off (CPU tests),
     over buffers of ``decode_capacity`` tokens per row (default ``DEFAULT_DECODE_CAPACITY``; see the module docstring).
+    ``sampling_noise`` (``"generator"`` or ``"counter"``) is each request's noise source (module docstring).
     """
 
     name = "hf"
@@ -155,12 +160,16 @@ class HfEngine:
         cuda_graphs: bool | None = None,
         static_decode: bool | None = None,
         decode_capacity: int | None = None,
+        sampling_noise: str = "generator",
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if prefill_batch_size is not None and prefill_batch_size < 1:
             raise ValueError(f"prefill_batch_size must be >= 1 (or None: max_batch_size), got {prefill_batch_size}")
         self.cuda_graphs, self.static_decode = decode_mode(torch.device(device), cuda_graphs, static_decode)
+        if sampling_noise not in ("generator", "counter"):
+            raise ValueError(f"sampling_noise must be generator or counter, got {sampling_noise!r}")
+        self.sampling_noise = sampling_noise
         if decode_capacity is not None and decode_capacity < 2:
             raise ValueError(f"decode_capacity must be >= 2 tokens (a prompt and a new token), got {decode_capacity}")
         self.model = _load_model(model_or_path, device, dtype)
@@ -272,14 +281,22 @@ class HfEngine:
             raise ValueError(
                 f"prompt of {len(ids)} tokens does not fit max_context={self.max_context} (prompt plus at least one "
                 "new token); shorten the conversation or raise max_context"
+                + (
+                    " and decode_capacity, the static decode's tokens per row (or turn it off: cuda_graphs=False, "
+                    "engine.cuda_graphs=false)"
+                    if self.static_decode
+                    else ""
+                )
             )
-        # on the model's device: sampling draws there (hf_sampling's docstring)
         if sampling.seed is not None:
-            generator = torch.Generator(self.device).manual_seed(sampling.seed)
+            seed = sampling.seed
         else:
             with self._condition:
                 seed = int(torch.randint(2**62, (1,), generator=self._seed_source))
-            generator = torch.Generator(self.device).manual_seed(seed)
+        # a generator on the model's device (sampling draws there), or a counter stream (hf_sampling's docstring)
+        generator = (
+            CounterStream(seed) if self.sampling_noise == "counter" else torch.Generator(self.device).manual_seed(seed)
+        )
         return _Request(
             input_ids=ids,
             sampling=sampling,

@@ -296,5 +296,7 @@ class PrefixCache:
 def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
     """How many leading tokens ``a`` and ``b`` share."""
     n = min(len(a), len(b))
+    if n == 0 or a[0] != b[0]:  # most pairs of unrelated prompts: no array operation
+        return 0
     differ = np.flatnonzero(a[:n] != b[:n])
     return int(differ[0]) if len(differ) else n

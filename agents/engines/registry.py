@@ -63,7 +63,7 @@ class EngineSpec:
     max_batch_size: int = 16
     max_context: int | None = None
     seed: int | None = None
-    cuda_graphs: bool | None = None  # hf: replay the decode step from CUDA graphs; None: off (opt-in)
+    cuda_graphs: bool | None = None  # hf: replay the decode step from CUDA graphs; None: on for CUDA
     urls: tuple[str, ...] = ()
     api_key: str | None = None
     launch: bool = False

@@ -168,10 +168,12 @@ def test_bad_options_raise_with_the_fix():
     with pytest.raises(ValueError, match="leave static_decode unset"):
         decode_mode(torch.device("cuda"), cuda_graphs=True, static_decode=False)
     # CUDA without options: graphs and the static step; asked off: the dynamic step
-    assert decode_mode(torch.device("cuda"), None, None) == (False, False)  # opt-in until measured on a GPU
+    assert decode_mode(torch.device("cuda"), None, None) == (True, True)  # measured on an H100: on by default
     assert decode_mode(torch.device("cuda"), True, None) == (True, True)
     assert decode_mode(torch.device("cuda"), False, None) == (False, False)
     assert decode_mode(torch.device("cpu"), None, True) == (False, True)
+    assert decode_mode(torch.device("cpu"), None, None) == (False, False)
+    assert decode_mode(torch.device("cuda"), None, False) == (False, False)  # the dynamic step asked for
 
 
 @pytest.mark.gpu
