@@ -18,7 +18,10 @@ Each line of output is one JSON object per workload: generated tokens per second
 of the engine to ``generate`` measured in the same run, the prefix hit rate, and the sizes. The engine's
 module is the one ``agents`` resolves to, so ``PYTHONPATH=<another checkout>`` measures that checkout's
 engine with this script (``--prefill-batch-size`` is passed only when given). Each engine first runs a small
-warm-up (kernels, allocator), not timed.
+warm-up (kernels, allocator), not timed; with ``--engine-warm-up workload`` (the default on CUDA) it also runs the
+workload once on other random tokens, untimed, its prefix cache emptied after: the timed pass then replays the
+CUDA graphs the first pass captured, as every step of a run after its first does (the first pass's wall time is
+reported as ``warm_up_wall_s``). ``generate`` has no graphs to capture: its warm-up stays a short batch.
 
 The conversations workload: ``--conversations`` concurrent conversations of ``--turns`` turns. Every
 conversation starts with the same ``--system-tokens`` system prompt and its own ``--user-tokens`` first
@@ -31,6 +34,9 @@ option passed: graphs on CUDA, dynamic on CPU), ``dynamic`` (``cuda_graphs=False
 ``static`` (``static_decode=True, cuda_graphs=False``: fixed-capacity buffers and row buckets, eager) and ``graphs``
 (``cuda_graphs=True``: the static step replayed from CUDA graphs; CUDA only); ``--decode-capacity`` sets the static
 buffers' tokens per row. Each is reported as ``hf (<mode>)``, plain ``hf`` for ``default``.
+``--sampling-noise generator counter`` runs each decode mode with each noise source (``hf (graphs, counter)``;
+default: the engine's own choice). ``--profile-loop N`` prints, for every engine run, the N functions of its batching
+loop (its worker thread, under cProfile) with the most own time: where the host time of a step goes.
 
 Engines for the conversations workload (``--engines``; ``generate`` always runs):
 
@@ -90,6 +96,7 @@ class Result:
     prompt_tokens: int
     cached_tokens: int
     mean_batch: float | None
+    warm_up_s: float | None = None  # the engine's untimed pass of the same workload (graph captures included)
 
     @property
     def tokens_per_s(self) -> float:
@@ -150,20 +157,61 @@ def make_engine(
     device: str,
     decode: str = "default",
     decode_capacity: int | None = None,
+    sampling_noise: str | None = None,
+    profile_loop: int = 0,
 ):
     from agents.engines.hf import HfEngine
+
+    engine_class = profiled_engine_class(HfEngine, profile_loop) if profile_loop else HfEngine
+    return engine_class(
+        model,
+        device=device,
+        max_batch_size=max_batch_size,
+        seed=0,
+        **engine_options(prefill_batch_size, decode, decode_capacity, sampling_noise),
+    )
+
+
+def engine_options(
+    prefill_batch_size: int | None, decode: str, decode_capacity: int | None, sampling_noise: str | None
+) -> dict:
 
     # options the engine has defaults for are passed only when asked, so an older checkout's engine still runs
     options = {} if prefill_batch_size is None else {"prefill_batch_size": prefill_batch_size}
     options.update(DECODE_OPTIONS[decode])
     if decode_capacity is not None:
         options["decode_capacity"] = decode_capacity
-    return HfEngine(model, device=device, max_batch_size=max_batch_size, seed=0, **options)
+    if sampling_noise is not None:
+        options["sampling_noise"] = sampling_noise
+    return options
+
+
+def profiled_engine_class(engine_class, top: int):
+    """``engine_class`` whose batching loop (its worker thread) runs under cProfile; on ``close`` the ``top``
+    functions by own time go to stderr: where the loop's host time goes (warm-up and graph captures included)."""
+    import cProfile
+    import pstats
+    import sys
+
+    class Profiled(engine_class):
+        def _loop(self) -> None:
+            profile = cProfile.Profile()
+            profile.enable()
+            try:
+                super()._loop()
+            finally:
+                profile.disable()
+                mode = f"graphs={self.cuda_graphs} static={self.static_decode} noise={self.sampling_noise}"
+                print(f"--- the batching loop ({mode}, {self.max_batch_size} rows), by own time", file=sys.stderr)
+                pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(top)
+
+    return Profiled
 
 
 def engine_label(options: dict) -> str:
-    decode = options.get("decode", "default")
-    return "hf" if decode == "default" else f"hf ({decode})"
+    parts = [options.get("decode", "default"), options.get("sampling_noise") or "default"]
+    named = [part for part in parts if part != "default"]
+    return f"hf ({', '.join(named)})" if named else "hf"
 
 
 async def warm_up_engine(engine, vocab_size: int) -> None:
@@ -174,24 +222,35 @@ async def warm_up_engine(engine, vocab_size: int) -> None:
     await engine.drop_prefix_cache()
 
 
-async def bench_hf_rows(model, rows: int, prompt_tokens: int, new_tokens: int, options: dict) -> Result:
-    """``rows`` concurrent requests of ``prompt_tokens`` random tokens, ``new_tokens`` each."""
+async def bench_hf_rows(
+    model, rows: int, prompt_tokens: int, new_tokens: int, options: dict, full_warm_up: bool = False
+) -> Result:
+    """``rows`` concurrent requests of ``prompt_tokens`` random tokens, ``new_tokens`` each. With ``full_warm_up``,
+    the engine first runs the same workload on other random tokens, untimed, and its prefix cache is emptied."""
     import numpy as np
 
     from agents.engines.base import SamplingParams
 
     engine = make_engine(model, max_batch_size=rows, **options)
     await warm_up_engine(engine, model.config.vocab_size)
-    prompts = np.random.default_rng(0).integers(10, model.config.vocab_size - 10, size=(rows, prompt_tokens))
     sampling = SamplingParams(max_new_tokens=new_tokens, temperature=1.0)
-    started = time.perf_counter()
-    generations = await asyncio.gather(*(engine.generate(p.tolist(), sampling) for p in prompts))
-    wall = time.perf_counter() - started
+
+    async def run(seed: int):
+        prompts = np.random.default_rng(seed).integers(10, model.config.vocab_size - 10, size=(rows, prompt_tokens))
+        started = time.perf_counter()
+        generations = await asyncio.gather(*(engine.generate(p.tolist(), sampling) for p in prompts))
+        return generations, time.perf_counter() - started
+
+    warm_up_s = None
+    if full_warm_up:
+        _, warm_up_s = await run(1)
+        await engine.drop_prefix_cache()
+    generations, wall = await run(0)
     mean_batch = engine.stats().extra["mean_decode_batch_size"]
     await engine.close()
     generated = sum(len(g.output_ids) for g in generations)
     cached = sum(g.cached_tokens for g in generations)
-    return Result(engine_label(options), wall, generated, rows * prompt_tokens, cached, mean_batch)
+    return Result(engine_label(options), wall, generated, rows * prompt_tokens, cached, mean_batch, warm_up_s)
 
 
 def bench_generate_rows(model, rows: int, prompt_tokens: int, new_tokens: int, device: str) -> Result:
@@ -232,7 +291,12 @@ def generate_batch(model, input_ids, new_tokens: int):
     return output
 
 
-async def bench_hf_conversations(model, workload: Workload, max_batch_size: int, options: dict) -> Result:
+async def bench_hf_conversations(
+    model, workload: Workload, max_batch_size: int, options: dict, full_warm_up: bool = False
+) -> Result:
+    """The conversations workload; with ``full_warm_up`` first once on other random tokens, untimed."""
+    import dataclasses
+
     from agents.engines.base import SamplingParams
 
     engine = make_engine(model, max_batch_size=max_batch_size, **options)
@@ -243,12 +307,19 @@ async def bench_hf_conversations(model, workload: Workload, max_batch_size: int,
         generation = await engine.generate(ids, sampling)
         return generation.output_ids, generation.cached_tokens
 
+    warm_up_s = None
+    if full_warm_up:
+        started = time.perf_counter()
+        other_tokens = dataclasses.replace(workload, seed=workload.seed + 1)
+        await run_conversations(generate, other_tokens, model.config.vocab_size)
+        warm_up_s = time.perf_counter() - started
+        await engine.drop_prefix_cache()
     started = time.perf_counter()
     _, generated, prompt, cached = await run_conversations(generate, workload, model.config.vocab_size)
     wall = time.perf_counter() - started
     mean_batch = engine.stats().extra["mean_decode_batch_size"]
     await engine.close()
-    return Result(engine_label(options), wall, generated, prompt, cached, mean_batch)
+    return Result(engine_label(options), wall, generated, prompt, cached, mean_batch, warm_up_s)
 
 
 def bench_generate_conversations(model, workload: Workload, device: str) -> Result:
@@ -362,6 +433,8 @@ def report(name: str, sizes: dict, results: list[Result], args: argparse.Namespa
             "prefix_hit_rate": round(result.cached_tokens / result.prompt_tokens, 4),
             "mean_decode_batch": result.mean_batch,
         }
+        if result.warm_up_s is not None:
+            record[result.engine]["warm_up_wall_s"] = round(result.warm_up_s, 2)
     return record
 
 
@@ -384,6 +457,23 @@ def main() -> None:
     parser.add_argument("--prefill-batch-size", type=int, default=None, help="the engine's (default: its own)")
     parser.add_argument("--decode", nargs="+", default=["default"], choices=sorted(DECODE_OPTIONS))
     parser.add_argument("--decode-capacity", type=int, default=None, help="static decode: tokens per row")
+    parser.add_argument(
+        "--sampling-noise",
+        nargs="+",
+        default=["default"],
+        choices=["default", "generator", "counter"],
+        help="the engine's noise sources (default: its own, counter on CUDA); one engine run per decode and noise",
+    )
+    parser.add_argument(
+        "--engine-warm-up",
+        default="auto",
+        choices=["auto", "short", "workload"],
+        help="short: four small requests; workload: also one untimed pass of the workload (graph captures out of "
+        "the timed pass); auto: workload on CUDA, short elsewhere",
+    )
+    parser.add_argument(
+        "--profile-loop", type=int, default=0, help="print the N functions of the engine's loop with most own time"
+    )
     parser.add_argument("--cb-page-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--logprobs-only", action="store_true", help="only measure logprob agreement")
@@ -407,14 +497,28 @@ def main() -> None:
             print(f"{args.model} {args.dtype} temperature {temperature}: max |logprob diff| = {diff:.2e}")
         return
     shared = {"prefill_batch_size": args.prefill_batch_size, "device": args.device}
-    decodes = [{**shared, "decode": decode, "decode_capacity": args.decode_capacity} for decode in args.decode]
+    full_warm_up = args.engine_warm_up == "workload" or (args.engine_warm_up == "auto" and args.device != "cpu")
+    decodes = [
+        {
+            **shared,
+            "decode": decode,
+            "decode_capacity": args.decode_capacity,
+            "sampling_noise": None if noise == "default" else noise,
+            "profile_loop": args.profile_loop,
+        }
+        for decode in args.decode
+        for noise in args.sampling_noise
+    ]
     model = fresh_model()
     for name in args.workloads:
         if name.startswith("rows"):
             rows, prompt_tokens, new_tokens = int(name[4:]), args.rows_prompt_tokens, args.rows_new_tokens
             results = [
                 bench_generate_rows(model, rows, prompt_tokens, new_tokens, args.device),
-                *(asyncio.run(bench_hf_rows(model, rows, prompt_tokens, new_tokens, o)) for o in decodes),
+                *(
+                    asyncio.run(bench_hf_rows(model, rows, prompt_tokens, new_tokens, o, full_warm_up))
+                    for o in decodes
+                ),
             ]
             sizes = {"rows": rows, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens}
         elif name == "conversations":
@@ -428,7 +532,10 @@ def main() -> None:
             )
             results = [
                 bench_generate_conversations(model, workload, args.device),
-                *(asyncio.run(bench_hf_conversations(model, workload, args.max_batch_size, o)) for o in decodes),
+                *(
+                    asyncio.run(bench_hf_conversations(model, workload, args.max_batch_size, o, full_warm_up))
+                    for o in decodes
+                ),
             ]
             if "cb" in args.engines:
                 results.append(asyncio.run(bench_cb(fresh_model(), workload, args.max_batch_size, args.cb_page_size)))

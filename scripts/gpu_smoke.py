@@ -7,6 +7,9 @@
     python scripts/gpu_smoke.py --lora 8 --value-head # and the critic as a value head on the actor (the CPU default)
     python scripts/gpu_smoke.py --lora 8 --bf16       # LoRA with bf16 compute (not trainer.run's default)
     python scripts/gpu_smoke.py --device cpu --bf16   # bf16 compute on CPU too
+    python scripts/gpu_smoke.py --lora 32 --value-head --colocated   # the engine on the learner's weights
+    python scripts/gpu_smoke.py --lora 32 --engine-dtype float32     # a separate engine in float32
+    python scripts/gpu_smoke.py --cuda-graphs         # the engine's decode steps replayed from CUDA graphs
 
 Steps, each timed: the engine plays Sokoban episodes (continuous batching, prefix cache); one learner
 rank (NCCL on CUDA, gloo on CPU, ``fully_shard`` per decoder layer; bf16 compute with fp32 reduction on
@@ -15,6 +18,12 @@ reference first when it trains LoRA adapters (as a PPO step does), then recomput
 logprobs (with ``--value-head``, the logprobs and the head's values in one forward, and the update
 trains the head on returns as well); the mismatch against the engine's is reported; one PPO update;
 the weights go back to the engine; the engine plays again with the new version. Prints one JSON object.
+
+With ``--colocated`` no separate engine exists: the learner rank is a :class:`trainer.colocated.ColocatedWorker`
+whose engine computes on the learner's own weights (LoRA unmerged, the learner's precision), as
+``engine.placement=colocated`` runs it; its prefix cache is dropped after each rollout and the weight sync
+is a version change. The mismatch is reported as the mean absolute difference per sampled token and as the
+mean ratio ``exp(learner - engine)``, the importance weight a step's first mini-batch would see.
 Ray is not needed (its wheel does not fit what a GPU machine without network can be given), but
 gymnasium and hydra-core are (envs and configs import them).
 """
@@ -66,6 +75,11 @@ def main() -> None:
     parser.add_argument("--lora", type=int, default=0, help="LoRA rank (0: every weight trains)")
     parser.add_argument("--value-head", action="store_true", help="the critic as a value head on the actor")
     parser.add_argument("--bf16", action="store_true", help="bf16 compute on CPU, and with LoRA")
+    parser.add_argument("--colocated", action="store_true", help="the engine on the learner's weights, one process")
+    parser.add_argument(
+        "--engine-dtype", default=None, choices=["bfloat16", "float32"], help="a separate engine's (bf16 on CUDA)"
+    )
+    parser.add_argument("--cuda-graphs", action="store_true", help="the engine's decode steps from CUDA graphs")
     args = parser.parse_args()
 
     from agents.chat import ChatRenderer
@@ -73,23 +87,16 @@ def main() -> None:
     from agents.models import load_tokenizer, resolve_model
     from trainer.algos import Aggregation, PolicyLossSpec, logprob_mismatch
     from trainer.batch import build_batch
+    from trainer.colocated import ColocatedWorker, EngineOptions
     from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
     from trainer.learner_worker import ModelWorker
 
     cuda = args.device == "cuda"
+    if args.colocated and not args.lora:
+        raise SystemExit("--colocated shares the learner's weights with the engine: give --lora N (N > 0)")
     path = resolve_model(args.model)
     figures: dict[str, object] = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "model": args.model}
-    started = time.perf_counter()
-    engine = HfEngine(path, device=args.device, dtype=torch.bfloat16 if cuda else torch.float32, seed=0)
-    renderer = ChatRenderer(load_tokenizer(path))
-    figures["engine_load_s"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    trajectories = asyncio.run(play(engine, renderer, range(args.episodes), 1.0))
-    figures["rollout_s"] = time.perf_counter() - started
-    figures["generated_tokens_per_s"] = engine.stats().generated_tokens_per_s
-    figures["prefix_hit_rate"] = engine.stats().prefix_hit_rate
-
+    figures["placement"] = "colocated" if args.colocated else "separate"
     spec = WorkerSpec(
         "actor",
         path,
@@ -101,10 +108,34 @@ def main() -> None:
         num_threads=None,
         seed=0,
     )
-    worker = ModelWorker(spec, 0, 1, f"tcp://127.0.0.1:{_free_port()}")
+    worker = (ColocatedWorker if args.colocated else ModelWorker)(spec, 0, 1, f"tcp://127.0.0.1:{_free_port()}")
+    graphs = True if args.cuda_graphs else None
     started = time.perf_counter()
-    worker.setup()
-    figures["learner_setup_s"] = time.perf_counter() - started
+    if args.colocated:
+        worker.setup()
+        figures["learner_setup_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        worker.start_engine(EngineOptions(max_batch_size=16, max_context=None, seed=0, cuda_graphs=graphs))
+        engine = worker.engine
+    else:
+        engine_dtype = getattr(torch, args.engine_dtype or ("bfloat16" if cuda else "float32"))
+        engine = HfEngine(path, device=args.device, dtype=engine_dtype, seed=0, cuda_graphs=graphs)
+    figures["engine_dtype"] = str(next(engine.model.parameters()).dtype).removeprefix("torch.")
+    renderer = ChatRenderer(load_tokenizer(path))
+    figures["engine_load_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    trajectories = asyncio.run(play(engine, renderer, range(args.episodes), 1.0))
+    figures["rollout_s"] = time.perf_counter() - started
+    figures["generated_tokens_per_s"] = engine.stats().generated_tokens_per_s
+    figures["prefix_hit_rate"] = engine.stats().prefix_hit_rate
+
+    if args.colocated:
+        asyncio.run(engine.drop_prefix_cache())  # as the training loop does before the learner's turn
+    else:
+        started = time.perf_counter()
+        worker.setup()
+        figures["learner_setup_s"] = time.perf_counter() - started
     batch = build_batch([t for t in trajectories if t.trainable], 0)
     figures["batch_tokens"] = int(batch.attention_mask.sum())
     figures["trained_tokens"] = int(batch.response_mask.sum())
@@ -122,6 +153,10 @@ def main() -> None:
     figures["logprob_mismatch_mean"] = float(
         logprob_mismatch(batch.old_logprobs, batch.rollout_logprobs, batch.response_mask)
     )
+    sampled = batch.response_mask.bool()
+    ratios = torch.exp(batch.old_logprobs[sampled].double() - batch.rollout_logprobs[sampled].double())
+    figures["ratio_mean"] = float(ratios.mean())  # learner over engine: the first mini-batch's importance weight
+    figures["ratio_max_abs_log"] = float(ratios.log().abs().max())
     batch.advantages = (
         torch.randn(batch.response_mask.shape, generator=torch.Generator().manual_seed(0)) * batch.response_mask
     )
@@ -140,7 +175,10 @@ def main() -> None:
         figures["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
 
     started = time.perf_counter()
-    asyncio.run(engine.update_weights(worker.full_state_dict(), 1))
+    if args.colocated:
+        asyncio.run(worker.update_weights(None, 1))  # the weights are the learner's: a new version only
+    else:
+        asyncio.run(engine.update_weights(worker.full_state_dict(), 1))
     figures["weight_sync_s"] = time.perf_counter() - started
     again = asyncio.run(play(engine, renderer, range(args.episodes), 1.0))
     figures["policy_version_after_sync"] = sorted({t.policy_version for t in again})
