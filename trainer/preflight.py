@@ -8,7 +8,9 @@ makes its first task instead. So a typo'd option (``env.dimm=8``), an
 impossible room (``env.dim=3``), an environment whose sandbox cannot start, or credit that needs the
 environment's exact state (``algo.shaping``, ``algo.step_groups``) from one that does not report it fails
 in about a second, as a :class:`~agents.config.UsageError` whose one line names the fix, instead of a run that
-trains nothing.
+trains nothing. So does a first prompt (that level's system message and first observation, rendered as the
+rollout renders it, with the model's tokenizer) that leaves less than one turn's ``rollout.max_new_tokens`` of
+``rollout.max_total_tokens``: every episode would end before or inside its first answer.
 """
 
 from __future__ import annotations
@@ -49,8 +51,25 @@ def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> N
             _check_state_info(config, env.reset(seed=trainer.seed)[1])
         if config.curriculum.mode != "none":
             _check_difficulty(config, env)
+        env.reset(seed=trainer.seed)  # the first level again (the difficulty check resets to another)
+        _check_prompt_fits(config, env)
     finally:
         env.close()
+
+
+def _check_prompt_fits(config: TrainConfig, env: Any) -> None:
+    """The reset level's first prompt plus one turn's new tokens must fit the episode's token budget."""
+    from trainer.rollout_worker import ChatRendererFactory
+
+    rollout = config.rollout
+    prompt = len(ChatRendererFactory(config.model.name)().prompt_ids(env.messages()))
+    if prompt + rollout.max_new_tokens > rollout.max_total_tokens:
+        raise UsageError(
+            f"env={config.env['id']}'s first prompt is {prompt} tokens (seed {config.trainer.seed}), so "
+            f"rollout.max_total_tokens={rollout.max_total_tokens} leaves less than one turn of "
+            f"rollout.max_new_tokens={rollout.max_new_tokens}: set rollout.max_total_tokens to at least "
+            f"{prompt + rollout.max_new_tokens} (more for later turns), or shorten the prompt"
+        )
 
 
 def _check_difficulty(config: TrainConfig, env: Any) -> None:

@@ -40,7 +40,10 @@ def register_no_backend() -> None:
 @pytest.fixture(scope="module", autouse=True)
 def warm_imports():
     """Import what the checks import once, so that the timings below measure the checks."""
+    from trainer.rollout_worker import ChatRendererFactory
+
     envs.make("sokoban").close()
+    ChatRendererFactory("tiny")()  # transformers' tokenizer modules
 
 
 def config_for(tmp_path: Path, *overrides: str):
@@ -57,6 +60,10 @@ def config_for(tmp_path: Path, *overrides: str):
         (["env=toolcall", "algo=gigpo"], 'env=toolcall reports no info["state_key"], which gigpo\'s state-based'),
         (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
         (["env=toolcall", "algo.shaping.coef=0.1"], 'reports no info["distance_to_goal"], which ppo\'s'),
+        (
+            ["rollout.max_total_tokens=200", "rollout.max_new_tokens=64"],
+            "rollout.max_total_tokens=200 leaves less than one turn of rollout.max_new_tokens=64: set",
+        ),
     ],
 )
 def test_a_run_that_cannot_work_fails_in_seconds_without_ray(tmp_path, overrides, message):
