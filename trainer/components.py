@@ -30,6 +30,7 @@ from trainer.colocated import ColocatedEngineClient, EngineOptions
 from trainer.config import TrainConfig
 from trainer.console import RUN_LOG, open_run_log
 from trainer.curriculum import DifficultyCurriculum
+from trainer.engine_actor import error_from_actor_of
 from trainer.faults import FaultWatch
 from trainer.learner import Learner
 from trainer.ray_cluster import init_ray
@@ -370,7 +371,7 @@ def colocated_actor_died(c: Components, error: BaseException) -> bool:
         return False
     if not isinstance(error, import_ray().exceptions.ActorDiedError):
         return False
-    return error.actor_id is not None and error.actor_id == c.engine.handle._ray_actor_id.hex()
+    return error_from_actor_of(error, c.engine) is True  # an error naming no actor is not taken for its death
 
 
 async def restart_colocated(config: TrainConfig, c: Components) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "EngineClientFactory",
     "EngineFactory",
     "EngineHost",
+    "error_from_actor_of",
     "launch_engine_actor",
 ]
 
@@ -125,6 +126,15 @@ class EngineClient:
     async def close(self) -> None:
         """Close the engine inside the actor (the actor itself stays until killed or its owner exits)."""
         await self.handle.close.remote()
+
+
+def error_from_actor_of(error: Any, engine: Any) -> bool | None:
+    """Whether ``error`` (a Ray actor error) comes from ``engine``'s actor: True or False when both ids are known,
+    None when the error names no actor or ``engine`` is not a client of one (callers choose what unknown means)."""
+    actor_id = getattr(getattr(engine, "handle", None), "_ray_actor_id", None)
+    if actor_id is None or getattr(error, "actor_id", None) is None:
+        return None
+    return error.actor_id == actor_id.hex()
 
 
 @dataclass(frozen=True)

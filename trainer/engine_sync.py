@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agents.engines.base import Engine
+from trainer.engine_actor import error_from_actor_of
 
 if TYPE_CHECKING:
     from trainer.components import Components
@@ -79,17 +80,8 @@ async def _while_restarting(call: Callable[[], Any], engine: Engine, timeout_s: 
                 raise
             await asyncio.sleep(0.5)
         except exceptions.ActorDiedError as exc:
-            if not _is_actor_of(exc, engine):  # another actor (a learner rank): not the engine's fault
+            if error_from_actor_of(exc, engine) is False:  # another actor (a learner rank): not the engine's fault
                 raise
             if engine.weight_sync == "shared":  # the colocated actor: trainer.run restarts it from a checkpoint
                 raise
             raise RunFailedError(engine_died_message()) from exc
-
-
-def _is_actor_of(error: Any, engine: Engine) -> bool:
-    """Whether ``error`` (a Ray actor error) comes from ``engine``'s actor; True when the actor is not known."""
-    handle = getattr(engine, "handle", None)  # an EngineClient's actor handle
-    actor_id = getattr(handle, "_ray_actor_id", None)
-    if actor_id is None or getattr(error, "actor_id", None) is None:
-        return True
-    return error.actor_id == actor_id.hex()
