@@ -70,6 +70,7 @@ than re-encoding sampled text.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -121,6 +122,8 @@ class ChatRenderer:
         self.tokenizer = tokenizer
         self.tools = [dict(t) for t in tools] if tools else None
         self.template_kwargs = dict(template_kwargs or {})
+        self._options = {"stop_token_ids": stop_token_ids, "allow_history_rewrite": allow_history_rewrite}
+        self._variants: dict[str, ChatRenderer] = {}
         self._content_tokenizer = _plain_text_copy(tokenizer)
         #: Whether token sequences grow by appending: earlier turns render the same as the conversation grows.
         self.append_only = True
@@ -148,6 +151,24 @@ class ChatRenderer:
         except Exception as exc:  # jinja2 errors, raise_exception() in templates, ...
             roles = [m.get("role") for m in messages]
             raise ChatTemplateError(f"the chat template failed on a conversation with roles {roles}: {exc}") from exc
+
+    def with_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> ChatRenderer:
+        """This renderer with the template's ``tools`` set to ``tools``: itself when they are the same, else a
+        renderer with every other option the same, made once per distinct list of tools and kept.
+
+        The episode loop calls it with the environment's ``tools`` after each reset, so a prompt always shows
+        the tools of the environment being played, however the renderer was built (a rollout actor's renderer
+        serves episodes of several environment configurations).
+        """
+        wanted = [dict(t) for t in tools] if tools else None
+        if wanted == self.tools:
+            return self
+        key = json.dumps(wanted, sort_keys=True, default=str)
+        if key not in self._variants:
+            self._variants[key] = ChatRenderer(
+                self.tokenizer, tools=wanted, template_kwargs=self.template_kwargs, **self._options
+            )
+        return self._variants[key]
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """The template's rendering of ``messages`` as ids, ending with the generation prompt."""

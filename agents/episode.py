@@ -284,6 +284,14 @@ async def run_episode(
     return episode.finish(None)
 
 
+def renderer_for(renderer: Renderer, env: TextEnv) -> Renderer:
+    """``renderer`` showing ``env``'s tools (``env.tools``, read after its reset) to the chat template, when it
+    can (:meth:`agents.chat.ChatRenderer.with_tools`): training, evaluation and the warm-up then render the same
+    prompt for the same level, whichever tools their renderer was built with."""
+    with_tools = getattr(renderer, "with_tools", None)
+    return renderer if with_tools is None else with_tools(getattr(env, "tools", None))
+
+
 def turn_seed(base_seed: int | None, spec: EpisodeSpec, turn: int) -> int | None:
     """The sampling seed of one turn: a function of ``base_seed``, the episode and the turn, or ``None``.
 
@@ -302,6 +310,7 @@ async def _play_tokens(
 ) -> None:
     t, limits = episode.trajectory, episode.limits
     await episode.reset(spec.seed, spec.reset_options)
+    renderer = renderer_for(renderer, episode.env)
     t.prompt_ids = list(renderer.prompt_ids(t.messages))
     stop_ids = tuple(dict.fromkeys((*renderer.stop_token_ids, *sampling.stop_token_ids)))
     while True:

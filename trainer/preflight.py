@@ -59,10 +59,11 @@ def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> N
 
 def _check_prompt_fits(config: TrainConfig, env: Any) -> None:
     """The reset level's first prompt plus one turn's new tokens must fit the episode's token budget."""
+    from agents.episode import renderer_for
     from trainer.rollout_worker import ChatRendererFactory
 
     rollout = config.rollout
-    prompt = len(ChatRendererFactory(config.model.name)().prompt_ids(env.messages()))
+    prompt = len(renderer_for(ChatRendererFactory(config.model.name)(), env).prompt_ids(env.messages()))
     if prompt + rollout.max_new_tokens > rollout.max_total_tokens:
         raise UsageError(
             f"env={config.env['id']}'s first prompt is {prompt} tokens (seed {config.trainer.seed}), so "

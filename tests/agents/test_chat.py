@@ -71,6 +71,21 @@ def test_smollm2_cannot_encode_some_control_characters() -> None:
 # --------------------------------------------------------------------------------------------------
 # ChatML with Qwen2.5 semantics: tools in the system turn, grouped tool responses
 # --------------------------------------------------------------------------------------------------
+def test_with_tools_is_the_same_renderer_for_the_same_tools_and_one_kept_variant_for_others() -> None:
+    tokenizer = _tokenizer("chatml_qwen")
+    bare = ChatRenderer(tokenizer, template_kwargs={"date_string": "x"}, stop_token_ids=[7, 8])
+    assert bare.with_tools(None) is bare and bare.with_tools([]) is bare
+    tooled = bare.with_tools(TOOLS)
+    assert tooled is not bare and bare.with_tools([dict(t) for t in TOOLS]) is tooled  # made once, kept
+    assert tooled.tools == TOOLS and tooled.with_tools(TOOLS) is tooled
+    # every other option carries over
+    assert tooled.template_kwargs == {"date_string": "x"} and tooled.stop_token_ids == (7, 8)
+    messages = [SYSTEM, {"role": "user", "content": "go"}]
+    assert tooled.prompt_ids(messages) == ChatRenderer(tokenizer, tools=TOOLS).prompt_ids(messages)
+    assert tooled.prompt_ids(messages) != bare.prompt_ids(messages)
+    assert tooled.with_tools(None).prompt_ids(messages) == bare.prompt_ids(messages)
+
+
 def test_chatml_tools_and_grouped_tool_messages() -> None:
     tokenizer = _tokenizer("chatml_qwen")
     renderer = ChatRenderer(tokenizer, tools=TOOLS)

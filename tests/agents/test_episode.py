@@ -233,3 +233,30 @@ def test_an_env_without_state_info_leaves_the_state_fields_empty():
     t = play(ScriptedEnv(rewards=(0.0, 1.0)), ScriptedEngine([("a", -0.5, "stop"), ("b", -0.5, "stop")]))
     assert t.turn_state_keys == t.turn_distances_before == t.turn_distances_after == []
     assert t.initial_distance is None and not t.has_state_info
+
+
+def test_the_prompt_shows_the_environments_tools_whatever_tools_the_renderer_was_built_with():
+    # A rollout actor builds one renderer for every episode it plays; the prompt must still carry the tools of
+    # the environment being played (as agents.eval's renderer, built with them, renders it), and a renderer
+    # built with other tools must not leak them into an episode of an environment without any.
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from agents.chat import ChatRenderer
+
+    tokenizer = AutoTokenizer.from_pretrained(Path(__file__).resolve().parents[1] / "fixtures/tokenizers/chatml_qwen")
+    tools = [{"type": "function", "function": {"name": "look", "parameters": {"type": "object", "properties": {}}}}]
+    other = [{"type": "function", "function": {"name": "jump", "parameters": {"type": "object", "properties": {}}}}]
+    with_tools = ChatRenderer(tokenizer, tools=tools)
+    bare = ChatRenderer(tokenizer)
+    for built_with in (bare, with_tools, ChatRenderer(tokenizer, tools=other)):
+        for env_tools, expected in ((tools, with_tools), (None, bare)):
+            env = ScriptedEnv(rewards=(1.0,))
+            env.tools = env_tools
+            engine = ScriptedEngine([("a", -0.5, "stop")])
+            t = asyncio.run(run_episode(env, engine, built_with, SPEC))
+            assert t.error is None
+            assert t.prompt_ids == expected.prompt_ids(t.messages[:2])
+            assert ('"name": "look"' in tokenizer.decode(t.prompt_ids)) == (env_tools is not None)
+            assert '"jump"' not in tokenizer.decode(t.prompt_ids)
