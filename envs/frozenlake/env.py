@@ -207,8 +207,9 @@ class FrozenLakeEnv(TextEnv):
         """The reference action texts from the current state, one per turn.
 
         Deterministic ice: a shortest path, ``max_actions_per_turn`` moves per turn. Slippery ice: one
-        move, the one most likely to reach the goal within the moves and turns left when every later
-        move is chosen the same way (ask again each turn; see :mod:`envs.frozenlake.planning`).
+        turn of up to ``max_actions_per_turn`` moves, the one most likely to reach the goal within the turns
+        left when every later turn is chosen the same way after seeing where this one ended (ask again each
+        turn; see :mod:`envs.frozenlake.planning`).
         ``None`` before reset or when no path to the goal exists; ``[]`` once the episode is over.
         """
         if self._lake is None:
@@ -220,8 +221,9 @@ class FrozenLakeEnv(TextEnv):
             return None
         if self.is_slippery:
             if self._planner is None:
-                self._planner = SlipperyPlanner(self._lake)
-            return [self.word_actions.turn([self._planner.best_action(self._position, self._moves_left())])]
+                self._planner = SlipperyPlanner(self._lake, moves_per_turn=self.max_actions_per_turn)
+            moves = self._planner.best_turn(self._position, self._turns_left())
+            return [self.word_actions.turn(moves[: self.max_steps - self._steps])]
         return self.word_actions.turns(path)
 
     def valid_actions(self) -> list[str]:
@@ -246,12 +248,12 @@ class FrozenLakeEnv(TextEnv):
             self._steps += 1
         return moves
 
-    def _moves_left(self) -> int:
-        """Moves the agent can still make at one move per turn, as the slippery oracle does."""
-        left = self.max_steps - self._steps
-        if self.max_turns is not None:
-            left = min(left, self.max_turns - self.turn)
-        return left
+    def _turns_left(self) -> int:
+        """Turns the agent can still play: the turn limit's, and no more than the move limit leaves at
+        ``max_actions_per_turn`` moves a turn (the slippery oracle's horizon; it plans the last of them as a full
+        turn even when the move limit will cut it short)."""
+        by_moves = -(-(self.max_steps - self._steps) // self.max_actions_per_turn)
+        return by_moves if self.max_turns is None else min(by_moves, self.max_turns - self.turn)
 
     def _check_difficulty(self, difficulty: Any) -> int:
         low, high = self.difficulty_range
