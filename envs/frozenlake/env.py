@@ -78,6 +78,7 @@ class FrozenLakeEnv(TextEnv):
         relative: add two lines in words under the map (:func:`~envs.frozenlake.text.relative_lines`): what lies
             one move away in each direction and where the goal is from the player. ``False``: the grid alone
             (RAGEN's observation).
+        hole_line: with ``relative``, a third line: where every hole is from the player, in move words.
         desc: a fixed map instead of random ones: rows of ``S`` start, ``F`` frozen, ``H`` hole, ``G`` goal
             (Gymnasium's letters; turngym's ``P``, ``_``, ``O`` are accepted too), or one string of such
             lines. It need not be solvable. ``reset(options={"desc": ...})`` sets the map of one episode.
@@ -104,6 +105,7 @@ class FrozenLakeEnv(TextEnv):
         render_mode: str | None = "ansi",
         desc: str | Sequence[str] | None = None,
         relative: bool = True,
+        hole_line: bool = False,
     ) -> None:
         super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
         if max_steps < 1:
@@ -120,6 +122,7 @@ class FrozenLakeEnv(TextEnv):
         self.max_actions_per_turn = int(max_actions_per_turn)
         self.require_answer_tag = bool(require_answer_tag)
         self.show_relative = bool(relative)
+        self.hole_line = bool(hole_line)
         self.word_actions = WordActions(
             VOCABULARY, self.max_actions_per_turn, self.require_answer_tag, example=("Right", "Down")
         )
@@ -200,7 +203,8 @@ class FrozenLakeEnv(TextEnv):
     def render_text(self, color: bool = False) -> str:
         """The map as the observation shows it, with the relative lines when asked for."""
         grid = render_grid(self._require_lake(), self._position, color=color)
-        lines = relative_lines(self._require_lake(), self._position) if self.show_relative else ""
+        lake = self._require_lake()
+        lines = relative_lines(lake, self._position, holes=self.hole_line) if self.show_relative else ""
         return f"{grid}\n{lines}" if lines else grid
 
     def oracle(self) -> list[str] | None:

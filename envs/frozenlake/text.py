@@ -44,10 +44,11 @@ def render_grid(lake: LakeMap, position: Position, *, color: bool = False) -> st
     return "\n".join(lines)
 
 
-def relative_lines(lake: LakeMap, position: Position) -> str:
+def relative_lines(lake: LakeMap, position: Position, *, holes: bool = False) -> str:
     """The position in words, relative to the player: what lies one move away in each direction and where the
     goal is ("Next to you: Up edge, Down ice, Left hole, Right ice." and "The goal is 2 down and 1 right of
-    you."); empty once the player is on the goal or in a hole.
+    you."); with ``holes``, a third line with where every hole is ("Holes: 1 up; 2 down and 1 left of you.",
+    row by row from the top); empty once the player is on the goal or in a hole.
 
     The grid asks a reader to find symbols by their column; these lines name the directions with the action
     words, which is what a small model can copy from. They say what a person sees on the map, never a path.
@@ -55,10 +56,24 @@ def relative_lines(lake: LakeMap, position: Position) -> str:
     if lake.tile(position) in ("G", "H"):
         return ""
     around = ", ".join(f"{direction} {_neighbour_name(lake, position, direction)}" for direction in DIRECTIONS)
-    rows, cols = lake.goal[0] - position[0], lake.goal[1] - position[1]
+    lines = [f"Next to you: {around}.", f"The goal is {_offset_words(position, lake.goal)} of you."]
+    if holes:
+        where = [_offset_words(position, hole) for hole in _holes(lake)]
+        lines.append(f"Holes: {'; '.join(where)} of you." if where else "No holes.")
+    return "\n".join(lines)
+
+
+def _holes(lake: LakeMap) -> list[Position]:
+    rows, cols = lake.shape
+    return [(r, c) for r in range(rows) for c in range(cols) if lake.is_hole((r, c))]
+
+
+def _offset_words(position: Position, other: Position) -> str:
+    """Where ``other`` is from ``position`` in move words: "2 down and 1 right"."""
+    rows, cols = other[0] - position[0], other[1] - position[1]
     parts = [f"{abs(rows)} {'up' if rows < 0 else 'down'}"] if rows else []
     parts += [f"{abs(cols)} {'left' if cols < 0 else 'right'}"] if cols else []
-    return f"Next to you: {around}.\nThe goal is {' and '.join(parts)} of you."
+    return " and ".join(parts)
 
 
 def _neighbour_name(lake: LakeMap, position: Position, direction: str) -> str:

@@ -142,6 +142,21 @@ def test_the_relative_lines_name_the_neighbours_and_the_goal_in_action_words():
     assert FrozenLakeEnv(desc=CLASSIC, render_mode=None).render() is None
 
 
+def test_the_hole_line_says_where_every_hole_is_row_by_row():
+    # CLASSIC's holes: (1,1), (1,3), (2,3), (3,0); the player starts at (0,0).
+    env = FrozenLakeEnv(desc=CLASSIC, hole_line=True)
+    observation, _ = env.reset(seed=0)
+    assert observation.endswith(
+        "The goal is 3 down and 3 right of you.\n"
+        "Holes: 1 down and 1 right; 1 down and 3 right; 2 down and 3 right; 3 down of you.\nYour move."
+    )
+    observation = env.step("Down || Down || Right || Right")[0]  # to (2, 2)
+    assert observation.endswith("Holes: 1 up and 1 left; 1 up and 1 right; 1 right; 1 down and 2 left of you.")
+    no_holes = FrozenLakeEnv(desc=["SF", "FG"], hole_line=True)
+    assert no_holes.reset(seed=0)[0].endswith("No holes.\nYour move.")
+    assert "Holes" not in FrozenLakeEnv(desc=CLASSIC, hole_line=True, relative=False).reset(seed=0)[0]
+
+
 def test_reaching_the_goal():
     env = make()
     observation, reward, terminated, truncated, info = env.step("Down || Down || Right")
