@@ -12,7 +12,12 @@ sampling (temperature 1.0) and per-turn token limit:
   actors (:mod:`trainer.rollout`).
 
 Reported: episodes/s, generated tokens/s, the ratios to both baselines, the prefix-cache hit rate
-(prompt tokens served from cache / prompt tokens). Usage::
+(prompt tokens served from cache / prompt tokens), and the in-process rollout's share of its roofline: the time
+the same forward work takes at the model's batched rates on this machine, measured in the same run (decode:
+one new token for each of as many rows as the rollout ran at once, against a cache of the rollout's mean context;
+prefill: rows of the rollout's mean uncached prompt length, in one batch), over the rollout's wall time. The
+rest of the wall time is the engine's and the episode loop's own cost (scheduling, sampling, cache copies,
+environments, rendering). Usage::
 
     python benchmarks/rollout.py --model tiny --episodes 16
     python benchmarks/rollout.py --model smollm2 --episodes 16 --max-new-tokens 48
@@ -164,11 +169,58 @@ async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -
     if errors:
         raise RuntimeError(f"{len(errors)} episodes failed, first: {errors[0]}")
     generated = sum(t.num_sampled_tokens for t in trajectories)
+    turns = sum(t.num_turns for t in trajectories)
     extra = {
         "prefix_hit_rate": stats.prefix_hit_rate,
-        "mean_turns": sum(t.num_turns for t in trajectories) / len(seeds),
+        "mean_turns": turns / len(seeds),
+        "prefilled_tokens": stats.prompt_tokens - stats.cached_prompt_tokens,
+        "requests": turns,
+        "mean_context": sum(len(t.prompt_ids) + len(t.response_ids) for t in trajectories) / len(seeds) / 2,
     }
     return Result("turngym", len(seeds), generated, seconds, extra)
+
+
+@torch.no_grad()
+def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, float]:
+    """The time ``result``'s forward work takes at the model's own batched rates (module docstring).
+
+    The rates are each the best of ``repeats`` timings: a decode step of ``rows`` rows against a cache of
+    ``mean_context`` tokens (mean over the episodes of half their final length: the context grows from the
+    prompt to the full episode), and one batched prefill of ``rows`` rows of the mean uncached prompt length
+    against no cache (a cache would only add attention work, so this rate is an upper bound too).
+    """
+    from transformers import DynamicCache
+
+    from agents.models import cache_keyword
+
+    keyword = cache_keyword(model)
+    context = max(1, round(result.extra["mean_context"]))
+    prefill_length = max(1, round(result.extra["prefilled_tokens"] / result.extra["requests"]))
+    vocab = model.config.vocab_size
+    ids = torch.randint(vocab, (rows, context))
+    cache = DynamicCache()
+    model(input_ids=ids, use_cache=True, **{keyword: cache})
+    step = torch.randint(vocab, (rows, 1))
+    decode_s = prefill_s = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        model(input_ids=step, use_cache=True, **{keyword: cache})
+        decode_s = min(decode_s, time.perf_counter() - started)
+        cache.crop(-1)  # drop the decoded token: every timing decodes from the same context length
+        prompt = torch.randint(vocab, (rows, prefill_length))
+        started = time.perf_counter()
+        model(input_ids=prompt, use_cache=False)
+        prefill_s = min(prefill_s, time.perf_counter() - started)
+    decode_rate, prefill_rate = rows / decode_s, rows * prefill_length / prefill_s
+    ideal_s = result.generated_tokens / decode_rate + result.extra["prefilled_tokens"] / prefill_rate
+    return {
+        "decode_tokens_per_s": decode_rate,
+        "prefill_tokens_per_s": prefill_rate,
+        "roofline_s": ideal_s,
+        "share_of_roofline": ideal_s / result.seconds,
+        "context": context,
+        "prefill_length": prefill_length,
+    }
 
 
 def turngym_ray(model_name: str, seeds, max_new_tokens: int, num_env_actors: int) -> Result:
@@ -229,6 +281,7 @@ def main() -> None:
         results.append(naive(model, tokenizer, renderer, seeds, args.max_new_tokens))
     results.append(lockstep(model, tokenizer, renderer, seeds, args.max_new_tokens))
     results.append(asyncio.run(turngym_inprocess(model, tokenizer, renderer, seeds, args.max_new_tokens)))
+    results[-1].extra |= roofline(model, results[-1], rows=len(seeds))
     if args.ray:
         results.append(turngym_ray(args.model, seeds, args.max_new_tokens, args.env_actors))
 
@@ -249,6 +302,13 @@ def main() -> None:
             )
         hit_rate, turns = mine.extra["prefix_hit_rate"], mine.extra["mean_turns"]
         print(f"{mine.name} prefix-cache hit rate: {hit_rate:.1%} (mean turns {turns:.2f})")
+        if "share_of_roofline" in mine.extra:
+            e = mine.extra
+            print(
+                f"{mine.name} share of its roofline: {e['share_of_roofline']:.1%} ({e['roofline_s']:.1f} s of forward "
+                f"work at {e['decode_tokens_per_s']:.1f} decode tokens/s ({len(seeds)} rows, {e['context']}-token "
+                f"context) and {e['prefill_tokens_per_s']:.1f} prefill tokens/s ({e['prefill_length']}-token rows))"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
