@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["ParsedActions", "WordActions", "extract_answer", "parse_actions"]
+__all__ = ["ParsedActions", "WordActions", "extract_answer", "offset_words", "parse_actions"]
 
 _ANSWER_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.IGNORECASE | re.DOTALL)
@@ -198,3 +198,12 @@ class WordActions:
             cap = self.max_actions_per_turn
             lines.append(f"Only the first {cap} actions of a turn count; the others were ignored.")
         return lines
+
+
+def offset_words(origin: tuple[int, int], point: tuple[int, int]) -> str:
+    """Where grid cell ``point`` (row, column) lies from ``origin`` in move words: "2 up and 1 left", "1 down"
+    (empty for the same cell); the relative lines of Sokoban and FrozenLake say it this way."""
+    rows, cols = point[0] - origin[0], point[1] - origin[1]
+    parts = [f"{abs(rows)} {'up' if rows < 0 else 'down'}"] if rows else []
+    parts += [f"{abs(cols)} {'left' if cols < 0 else 'right'}"] if cols else []
+    return " and ".join(parts)

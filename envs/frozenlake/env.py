@@ -202,8 +202,8 @@ class FrozenLakeEnv(TextEnv):
 
     def render_text(self, color: bool = False) -> str:
         """The map as the observation shows it, with the relative lines when asked for."""
-        grid = render_grid(self._require_lake(), self._position, color=color)
         lake = self._require_lake()
+        grid = render_grid(lake, self._position, color=color)
         lines = relative_lines(lake, self._position, holes=self.hole_line) if self.show_relative else ""
         return f"{grid}\n{lines}" if lines else grid
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envs.actions import ParsedActions, WordActions
+from envs.actions import ParsedActions, WordActions, offset_words
 from envs.frozenlake.maps import DIRECTIONS, LakeMap, Position
 
 __all__ = ["Move", "describe_turn", "instructions", "relative_lines", "render_grid"]
@@ -56,9 +56,9 @@ def relative_lines(lake: LakeMap, position: Position, *, holes: bool = False) ->
     if lake.tile(position) in ("G", "H"):
         return ""
     around = ", ".join(f"{direction} {_neighbour_name(lake, position, direction)}" for direction in DIRECTIONS)
-    lines = [f"Next to you: {around}.", f"The goal is {_offset_words(position, lake.goal)} of you."]
+    lines = [f"Next to you: {around}.", f"The goal is {offset_words(position, lake.goal)} of you."]
     if holes:
-        where = [_offset_words(position, hole) for hole in _holes(lake)]
+        where = [offset_words(position, hole) for hole in _holes(lake)]
         lines.append(f"Holes: {'; '.join(where)} of you." if where else "No holes.")
     return "\n".join(lines)
 
@@ -66,14 +66,6 @@ def relative_lines(lake: LakeMap, position: Position, *, holes: bool = False) ->
 def _holes(lake: LakeMap) -> list[Position]:
     rows, cols = lake.shape
     return [(r, c) for r in range(rows) for c in range(cols) if lake.is_hole((r, c))]
-
-
-def _offset_words(position: Position, other: Position) -> str:
-    """Where ``other`` is from ``position`` in move words: "2 down and 1 right"."""
-    rows, cols = other[0] - position[0], other[1] - position[1]
-    parts = [f"{abs(rows)} {'up' if rows < 0 else 'down'}"] if rows else []
-    parts += [f"{abs(cols)} {'left' if cols < 0 else 'right'}"] if cols else []
-    return " and ".join(parts)
 
 
 def _neighbour_name(lake: LakeMap, position: Position, direction: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from envs.actions import ParsedActions, WordActions
+from envs.actions import ParsedActions, WordActions, offset_words
 from envs.sokoban.room import (
     ACTIONS,
     BLOCKED,
@@ -118,9 +118,9 @@ def relative_lines(board: Board) -> str:
         else:
             free = [t for t in sorted(level.targets) if t not in board.boxes]  # never empty: this box is off one
             nearest = min(free, key=lambda t: _distance(level.position(t), where))
-            words = _offset_words(where, level.position(nearest))
+            words = f"{offset_words(where, level.position(nearest))} of"
             target = f"the target is {words} the box" if len(boxes) == 1 else f"its nearest free target is {words} it"
-        lines.append(f"{name} is {_offset_words(here, where)} you; {target}.")
+        lines.append(f"{name} is {offset_words(here, where)} of you; {target}.")
     return "\n".join(lines)
 
 
@@ -134,14 +134,6 @@ def _cell_name(board: Board, cell: int) -> str:
 
 def _distance(a: tuple[int, int], b: tuple[int, int]) -> int:
     return abs(a[0] - b[0]) + abs(a[1] - b[1])
-
-
-def _offset_words(origin: tuple[int, int], point: tuple[int, int]) -> str:
-    """Where ``point`` lies from ``origin``: "2 up and 1 left of", "1 down of" (never the same cell)."""
-    rows, cols = point[0] - origin[0], point[1] - origin[1]
-    parts = [f"{abs(rows)} {'up' if rows < 0 else 'down'}"] if rows else []
-    parts += [f"{abs(cols)} {'left' if cols < 0 else 'right'}"] if cols else []
-    return " and ".join(parts) + " of"
 
 
 def status_line(boxes_on_target: int, num_boxes: int, moves_left: int | None) -> str:
