@@ -3,6 +3,7 @@
     python benchmarks/learning_draws.py --draws 4                          # the README's main command, 4 draws
     python benchmarks/learning_draws.py --draws 2 --algo gigpo -- algo.group_size=4 algo.shaping.coef=0.5
     python benchmarks/learning_draws.py --draws 4 --warmup runs/w/policy  # reuse a warm-up policy
+    python benchmarks/learning_draws.py --seeds 0 6000 --warmup runs/w/policy --out runs/d  # these draws, into runs/d
 
 What one run of the main command cannot say: how much of RL's gain is the draw of training levels. So:
 
@@ -17,6 +18,11 @@ What one run of the main command cannot say: how much of RL's gain is the draw o
 4. per draw: held-out success with a 95% interval, and RL over the warm-up paired per seed with a 95% interval;
    over the draws: the mean gain with a 95% t-interval (the draws' spread), the worst draw, wall time and
    peak memory. JSON on stdout and in ``<out>/learning_draws.json``.
+
+Resuming: with ``--out`` naming a folder of an earlier run with the same settings (the same warm-up policy,
+evaluation, algorithm and overrides, recorded in ``<out>/settings.json``), the warm-up's evaluation and every
+finished draw (``<out>/draw_<seed>/draw.json``) are read back instead of run again, so a table can be
+assembled from several sessions; other settings in that folder are an error, not a silent mix.
 
 Intervals: a draw's are normal intervals on 256 (or ``--eval-episodes``) per-seed values; the overall one
 is Student's t on the draws' gains (it counts the training draw as the unit, which is what varies most).
@@ -82,6 +88,28 @@ def run_timed(command: list[str]) -> tuple[float, TreeMemory]:
     return time.perf_counter() - started, memory
 
 
+def same_settings(out: Path, args: argparse.Namespace, policy: Path) -> bool:
+    """Whether ``out`` may be resumed: it holds nothing yet, or an earlier run's with these exact settings.
+
+    Records the settings in ``<out>/settings.json`` on first use; a folder made with other settings is an
+    error, so draws of different configurations never land in one table.
+    """
+    settings = {
+        "warmup_policy": str(policy.resolve()), "algo": args.algo, "overrides": args.overrides,
+        "env_id": args.env_id, "env": args.env, "eval_episodes": args.eval_episodes, "eval_seed": args.eval_seed,
+        "temperature": args.temperature, "sampling_seed": args.sampling_seed,
+    }  # fmt: skip
+    path = out / "settings.json"
+    if path.exists():
+        recorded = json.loads(path.read_text())
+        if recorded != settings:
+            changed = sorted(k for k in settings if recorded.get(k) != settings[k])
+            raise SystemExit(f"{out} holds draws made with other settings ({', '.join(changed)}): pick another --out")
+        return True
+    path.write_text(json.dumps(settings, indent=2))
+    return not any(out.glob("draw_*"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=4)
@@ -90,6 +118,7 @@ def main() -> None:
     parser.add_argument("--warmup", default=None, help="a warm-up policy directory to start every draw from")
     parser.add_argument("--first-seed", type=int, default=0, help="training seed of the first draw")
     parser.add_argument("--seed-stride", type=int, default=1000, help="training seeds of later draws step by this")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="these training seeds (not --draws)")
     parser.add_argument("--eval-episodes", type=int, default=256)
     parser.add_argument("--eval-seed", type=int, default=10_000)
     parser.add_argument("--temperature", type=float, default=0.7)
@@ -111,11 +140,17 @@ def main() -> None:
     else:
         policy = Path(args.warmup)
     report["warmup_policy"] = str(policy)
-    warm = evaluate(policy, args, out / "warmup_eval.jsonl")
+    resumable = args.warmup is not None and same_settings(out, args, policy)
+    warm_path = out / "warmup_eval.jsonl"
+    warm = per_seed_success(warm_path) if resumable and warm_path.exists() else evaluate(policy, args, warm_path)
     report["warmup_success"] = interval(list(warm.values()))
-    for k in range(args.draws):
-        seed = args.first_seed + k * args.seed_stride
+    seeds = args.seeds or [args.first_seed + k * args.seed_stride for k in range(args.draws)]
+    for seed in seeds:
         run_dir = out / f"draw_{seed}"
+        if resumable and (run_dir / "draw.json").exists():
+            report["draws"].append(json.loads((run_dir / "draw.json").read_text()))
+            print(f"draw {seed}: read back from {run_dir / 'draw.json'}", flush=True)
+            continue
         command = [
             sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}",
             f"model={policy}", *SMOLLM2_RL, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
@@ -133,6 +168,7 @@ def main() -> None:
             "rl_minus_warmup": interval([after[s] - warm[s] for s in seeds]),
         }
         report["draws"].append(draw)
+        (run_dir / "draw.json").write_text(json.dumps(draw, indent=2))
         print(json.dumps(draw), flush=True)
     gains = [d["rl_minus_warmup"]["mean"] for d in report["draws"]]
     report["overall"] = {
