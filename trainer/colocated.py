@@ -125,6 +125,8 @@ class ColocatedWorker(ModelWorker, EngineHost):
     ``setup()``, then ``start_engine(options)``, then the engine calls.
     """
 
+    engine_name = "hf"  # the engine start_engine builds (HfEngine.name), known before it is built
+
     def start_engine(self, options: EngineOptions) -> str:
         """Build the engine on the shared weights (after ``setup``); returns the engine's name."""
         import uuid

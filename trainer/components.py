@@ -1,9 +1,11 @@
 """A run's start-up: the components ``trainer.run``'s loop works with, started in order, and closed in reverse.
 
 :func:`build_components` starts: the run directory (``config.yaml`` written, or the checkpoint to resume
-found), the run's plan (:func:`trainer.run_plan.plan_run`), Ray, the warm-up when the run has one, the engine,
-the environment actors (or the agent's gateway), the learner's models (loading the checkpoint and syncing the
-engine to it when resuming), the metrics writer and the progress display.
+found), the run's plan (:func:`trainer.run_plan.plan_run`), Ray, the warm-up when the run has one, the learner's
+ranks, the engine, the environment actors (or the agent's gateway), then waits for the learner's models (its
+ranks load them in their own processes while the engine and the environment actors start; a colocated engine is
+built by the actor rank once it is set up), loads the checkpoint and syncs the engine to it when resuming, and
+starts the metrics writer and the progress display.
 
 :func:`restart_colocated` replaces a dead colocated actor (``engine.placement=colocated``: the learner's actor
 rank that also runs the engine) while the run goes on: the learner, its engine and the environment actors are
@@ -163,20 +165,21 @@ async def _start_components(
         result = await warm_up(config, model_path, run_dir / "warmup", say=log.info)
         model_path, warmup_metrics = str(result.policy_dir), result.summary()
         plan = plan_run(config, model_path, hardware)  # the same plan, for the warm-up's policy
-    learner: Learner | None = None
-    if config.engine_colocated:  # the learner first: its actor rank builds the engine on its weights
-        learner, colocated = _start_colocated(config, plan)
+    # The learner's ranks load their models in their own processes while the engine and the environment
+    # actors start; with the engine colocated, the actor rank builds it on its weights once set up.
+    if config.engine_colocated:
+        learner, colocated = _start_colocated(config, plan, wait=False)
         closers += [learner.close, colocated.close]
         engine, engine_factory = colocated, colocated.factory()
     else:
+        learner = _start_learner(config, plan, wait=False)
+        closers.append(learner.close)
         log.info("starting the engine (%s) and loading the model into it", config.engine.kind)
         engine, engine_factory = await _start_engine(config, plan)
         closers.append(engine.close)
     rollout = await _start_rollout(config, engine_factory, model_path, setup)
     closers.append(rollout.close)
-    if learner is None:
-        learner = _start_learner(config, plan)
-        closers.append(learner.close)
+    await learner.ready()
     state = TrainerState(step=0, policy_version=0)
     if resume_from is not None:
         state = await _resume(learner, engine, resume_from, run_dir)
@@ -312,19 +315,24 @@ def _prepare_run_dir(config: TrainConfig) -> tuple[Path, Path | None]:
     return run_dir, resume_from
 
 
-def _start_learner(config: TrainConfig, plan: RunPlan, colocated: EngineOptions | None = None) -> Learner:
+def _start_learner(
+    config: TrainConfig, plan: RunPlan, colocated: EngineOptions | None = None, *, wait: bool = True
+) -> Learner:
+    """The learner's groups; ``wait=False``: started, not yet set up (``await learner.ready()`` waits)."""
     log.info("starting the learner: %s (%d rank(s) each)", plan.roles, config.learner_ranks)
     if plan.caution is not None:
         log.warning(plan.caution)
-    return Learner(plan.learner, colocated_engine=colocated)
+    return Learner(plan.learner, colocated_engine=colocated, wait=wait)
 
 
-def _start_colocated(config: TrainConfig, plan: RunPlan) -> tuple[Learner, ColocatedEngineClient]:
+def _start_colocated(
+    config: TrainConfig, plan: RunPlan, *, wait: bool = True
+) -> tuple[Learner, ColocatedEngineClient]:
     """The learner, whose actor rank then builds the engine on its own weights (:mod:`trainer.colocated`)."""
     options = EngineOptions(
         plan.engine.max_batch_size, plan.engine.max_context, plan.engine.seed, plan.engine.cuda_graphs
     )
-    learner = _start_learner(config, plan, options)
+    learner = _start_learner(config, plan, options, wait=wait)
     log.info("the engine (%s) runs in the actor's process, on its weights", config.engine.kind)
     return learner, learner.engine()
 

@@ -47,7 +47,11 @@ def _free_port() -> int:
 
 
 class WorkerGroup:
-    """``world_size`` ranks of one role (contract: module docstring)."""
+    """``world_size`` ranks of one role (contract: module docstring).
+
+    ``wait=False`` returns once the ranks are asked to start: they load their model while the caller starts
+    other parts, and :meth:`wait_ready` (or the first call, which Ray queues behind ``setup``) waits for them.
+    """
 
     def __init__(
         self,
@@ -57,6 +61,7 @@ class WorkerGroup:
         num_cpus: float = 1.0,
         num_gpus: float = 0.0,
         worker_class: type[ModelWorker] = ModelWorker,
+        wait: bool = True,
     ) -> None:
         from trainer.ray_cluster import import_ray, init_ray
 
@@ -68,7 +73,13 @@ class WorkerGroup:
         init_method = f"tcp://127.0.0.1:{_free_port()}"
         worker = self._ray.remote(worker_class).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
         self.handles = [worker.remote(spec, rank, world_size, init_method) for rank in range(world_size)]
-        self.info: list[dict[str, Any]] = self._ray.get([h.setup.remote() for h in self.handles])
+        self.setup_refs: list[Any] = [h.setup.remote() for h in self.handles]
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until every rank has set up (its model loaded); raises a rank's error if one failed."""
+        self._ray.get(self.setup_refs)
 
     async def _all(self, method: str, *args: Any) -> list[Any]:
         return await asyncio.gather(*[getattr(h, method).remote(*args) for h in self.handles])
@@ -162,25 +173,47 @@ class Learner:
     weights once the rank is set up; :meth:`engine` is its client.
     """
 
-    def __init__(self, spec: LearnerSpec, colocated_engine: EngineOptions | None = None) -> None:
+    def __init__(self, spec: LearnerSpec, colocated_engine: EngineOptions | None = None, *, wait: bool = True) -> None:
         def group(worker: WorkerSpec | None, worker_class: type[ModelWorker] = ModelWorker) -> WorkerGroup | None:
             if worker is None:
                 return None
             return WorkerGroup(
-                worker, spec.world_size, num_cpus=spec.num_cpus, num_gpus=spec.num_gpus, worker_class=worker_class
+                worker,
+                spec.world_size,
+                num_cpus=spec.num_cpus,
+                num_gpus=spec.num_gpus,
+                worker_class=worker_class,
+                wait=False,
             )
 
         self.spec = spec
         self._engine: ColocatedEngineClient | None = None
         if colocated_engine is not None and spec.world_size != 1:
             raise ValueError(f"the colocated engine needs the actor on one rank, not {spec.world_size}")
+        # Every role's ranks start at once, each loading its model in its own process.
         self.actor = group(spec.actor, ModelWorker if colocated_engine is None else ColocatedWorker)
-        if colocated_engine is not None:
-            handle = self.actor.handles[0]
-            name = self.actor._ray.get(handle.start_engine.remote(colocated_engine))
-            self._engine = ColocatedEngineClient(handle, name=f"colocated/{name}")
         self.critic = group(spec.critic)
         self.reference = group(spec.reference)
+        self._ready: list[Any] = [ref for g in self._groups() for ref in g.setup_refs]
+        if colocated_engine is not None:
+            handle = self.actor.handles[0]
+            self._ready.append(handle.start_engine.remote(colocated_engine))  # runs after the rank's setup
+            self._engine = ColocatedEngineClient(handle, name=f"colocated/{ColocatedWorker.engine_name}")
+        if wait:
+            self.wait_ready()
+
+    def _groups(self) -> list[WorkerGroup]:
+        return [g for g in (self.actor, self.critic, self.reference) if g is not None]
+
+    def wait_ready(self) -> None:
+        """Wait until every rank of every role has set up, and the colocated engine (if any) is built; raises
+        the first error a rank met. ``Learner(..., wait=False)`` leaves this to the caller, who starts the
+        engine and the environment actors meanwhile."""
+        self.actor._ray.get(self._ready)
+
+    async def ready(self) -> None:
+        """:meth:`wait_ready` without blocking the event loop (signals and other start-up work go on)."""
+        await asyncio.gather(*self._ready)
 
     def engine(self) -> ColocatedEngineClient:
         """The colocated engine's client (``colocated_engine`` was given)."""

@@ -16,6 +16,9 @@ weights, a reference policy with a KL term, and an entropy bonus: every term of 
 Every row starts with the same 20 tokens (a system prompt), so a micro-batch of several rows runs
 packed behind them (``trainer.learner_worker.pack_rows``) and a micro-batch of one row does not: the
 agreement covers the packed forward and its gradients too.
+
+Also here, on the same cluster: a learner's ranks start at once and load in the background
+(``Learner(..., wait=False)`` returns while they set up; ``ready()`` waits for every role and raises a rank's error).
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import ray
 import torch
 
 from agents.models import tiny_model_path
 from trainer.algos import LOSS_AGG_MODES, Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
-from trainer.learner import WorkerGroup
+from trainer.learner import Learner, LearnerSpec, WorkerGroup
 from trainer.learner_specs import OptimizerSpec, WorkerSpec
 from trainer.learner_worker import shared_prefix_length
 from trainer.ray_cluster import import_ray, init_ray
@@ -73,10 +77,13 @@ def make_batch() -> TrainBatch:
 def groups():
     init_ray(num_cpus=8, object_store_memory=200 * 1024**2)
     path = str(tiny_model_path())
-    one = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=1, num_cpus=1)
-    two = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=2, num_cpus=1)
-    critic_one = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=1, num_cpus=1)
-    critic_two = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=2, num_cpus=1)
+    options = {"num_cpus": 1, "wait": False}  # the six ranks load at once
+    one = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=1, **options)
+    two = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=2, **options)
+    critic_one = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=1, **options)
+    critic_two = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=2, **options)
+    for group in (one, two, critic_one, critic_two):
+        group.wait_ready()
     yield {"one": one, "two": two, "critic_one": critic_one, "critic_two": critic_two}
     import_ray().shutdown()
 
@@ -151,3 +158,32 @@ def test_value_update_is_independent_of_micro_batch_and_ranks(groups, initial):
         assert stats["grad_norm"] == pytest.approx(first_stats["grad_norm"], rel=1e-5)
         for key, tensor in first_weights.items():
             torch.testing.assert_close(weights[key], tensor, atol=1e-5, rtol=0, msg=key)
+
+
+def test_every_role_loads_while_the_caller_goes_on_and_ready_waits_for_all(groups):  # groups: Ray is up
+    path = str(tiny_model_path())
+    spec = LearnerSpec(
+        actor=WorkerSpec("actor", path, OptimizerSpec(), num_threads=1),
+        reference=WorkerSpec("reference", path, num_threads=1),
+    )
+    learner = Learner(spec, wait=False)
+    try:
+        assert len(learner._ready) == 2  # one set-up per rank of each role, both under way
+        done, _ = ray.wait(learner._ready, num_returns=2, timeout=0)
+        assert not done  # returned before a rank had loaded its model (it takes seconds)
+        asyncio.run(learner.ready())
+        done, _ = ray.wait(learner._ready, num_returns=2, timeout=0)
+        assert len(done) == 2
+    finally:
+        learner.close()
+
+
+def test_a_rank_that_cannot_load_its_model_fails_ready_not_the_start(groups, tmp_path):
+    missing = str(tmp_path / "no-such-model")
+    spec = LearnerSpec(actor=WorkerSpec("actor", missing, OptimizerSpec(), num_threads=1))
+    learner = Learner(spec, wait=False)  # nothing has loaded yet, so nothing can fail yet
+    try:
+        with pytest.raises(ray.exceptions.RayTaskError, match="no-such-model"):
+            asyncio.run(learner.ready())
+    finally:
+        learner.close()
