@@ -127,8 +127,11 @@ class ColocatedWorker(ModelWorker, EngineHost):
 
     engine_name = "hf"  # the engine start_engine builds (HfEngine.name), known before it is built
 
-    def start_engine(self, options: EngineOptions) -> str:
-        """Build the engine on the shared weights (after ``setup``); returns the engine's name."""
+    def start_engine(self, options: EngineOptions, after_setup: object = None) -> str:
+        """Build the engine on the shared weights (after ``setup``); returns the engine's name.
+
+        ``after_setup``: given the object reference of this rank's ``setup`` call, Ray runs this call only once
+        that one has finished (an async actor may otherwise start it while ``setup`` still runs)."""
         import uuid
 
         from agents.engines.hf import HfEngine
@@ -145,6 +148,11 @@ class ColocatedWorker(ModelWorker, EngineHost):
         )
         self.instance_id = uuid.uuid4().hex
         return self.engine.name
+
+    async def close(self) -> None:
+        """Close the engine; a run stopped during its start-up may close this rank before it has built one."""
+        if getattr(self, "engine", None) is not None:
+            await self.engine.close()
 
     async def update_weights(self, state_dict: Mapping[str, Any] | None, policy_version: int) -> None:
         """The weights changed in place (they are the learner's): drop the prefix cache, take the new version.

@@ -197,7 +197,7 @@ class Learner:
         self._ready: list[Any] = [ref for g in self._groups() for ref in g.setup_refs]
         if colocated_engine is not None:
             handle = self.actor.handles[0]
-            self._ready.append(handle.start_engine.remote(colocated_engine))  # runs after the rank's setup
+            self._ready.append(handle.start_engine.remote(colocated_engine, self.actor.setup_refs[0]))
             self._engine = ColocatedEngineClient(handle, name=f"colocated/{ColocatedWorker.engine_name}")
         if wait:
             self.wait_ready()

@@ -99,7 +99,9 @@ async def generate_as_merged(worker: ColocatedWorker, merged_from: ColocatedWork
 
 def test_the_colocated_engine_samples_the_learners_current_policy():
     worker = colocated_worker()
-    assert worker.start_engine(EngineOptions(max_batch_size=4, max_context=None, seed=0)) == "hf"
+    asyncio.run(worker.close())  # no engine yet (a run stopped during its start-up): nothing to close, no error
+    options = EngineOptions(max_batch_size=4, max_context=None, seed=0)
+    assert worker.start_engine(options) == ColocatedWorker.engine_name == "hf"  # the name the client is given
 
     async def compare(version: int) -> None:
         await worker.update_weights(None, version)
