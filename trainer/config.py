@@ -76,6 +76,9 @@ class ShapingConfig:
     coef: float = 0.0  # reward per move of progress, coef * (gamma * Phi(s') - Phi(s)), Phi = -distance; 0: off
     gamma: float = 1.0  # the shaping's discount per turn; 1 keeps it a pure telescoping sum
     unsolvable_distance: float = 20.0  # the distance an unsolvable (or unknown) position counts as
+    # true: an env that reports no info["distance_to_goal"] stops the run at start-up; false: the shaping applies
+    # where the env reports distances and is off (said once at start-up) where it does not (algo=ppo's default)
+    required: bool = True
 
 
 @dataclass
@@ -128,7 +131,7 @@ class AlgoConfig:
 
     @property
     def uses_state(self) -> bool:
-        """The run needs the env's state info: progress shaping or step-level groups are on."""
+        """The run uses the env's state info: progress shaping or step-level groups are on."""
         return self.shaping.coef != 0 or self.step_groups.weight != 0
 
 

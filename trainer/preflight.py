@@ -15,6 +15,7 @@ rollout renders it, with the model's tokenizer) that leaves less than one turn's
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from trainer.config import TrainConfig
 from trainer.metrics import METRICS_FILE
 
 __all__ = ["preflight"]
+
+log = logging.getLogger("trainer.run")
 
 
 def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> None:
@@ -89,11 +92,15 @@ def _check_difficulty(config: TrainConfig, env: Any) -> None:
 
 
 def _check_state_info(config: TrainConfig, info: dict) -> None:
-    """Shaping needs ``info["distance_to_goal"]`` and step groups ``info["state_key"]`` (see envs.core)."""
+    """Shaping needs ``info["distance_to_goal"]`` (unless ``algo.shaping.required=false``: then it is off, said
+    once) and step groups ``info["state_key"]`` (see envs.core)."""
     algo, env_id = config.algo, config.env["id"]
     needs = []
     if algo.shaping.coef != 0 and "distance_to_goal" not in info:
-        needs.append(("distance_to_goal", "algo.shaping.coef=0"))
+        if algo.shaping.required:
+            needs.append(("distance_to_goal", "algo.shaping.coef=0"))
+        else:
+            log.info('env=%s reports no info["distance_to_goal"]: progress shaping is off for this run', env_id)
     if algo.step_groups.weight != 0 and "state_key" not in info:
         needs.append(("state_key", "algo.step_groups.weight=0" if algo.advantage != "gigpo" else "algo=grpo"))
     if needs:

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from learning_draws import interval, same_settings  # noqa: E402
+from learning_draws import interval, same_settings
 
 
 def _args(**changes) -> argparse.Namespace:

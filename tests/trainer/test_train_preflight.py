@@ -59,7 +59,7 @@ def config_for(tmp_path: Path, *overrides: str):
         (["env=no-sandbox-test"], "environment 'no-sandbox-test' cannot be built: RuntimeError: CodeEnv cannot"),
         (["env=toolcall", "algo=gigpo"], 'env=toolcall reports no info["state_key"], which gigpo\'s state-based'),
         (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
-        (["env=toolcall", "algo.shaping.coef=0.1"], 'reports no info["distance_to_goal"], which ppo\'s'),
+        (["env=toolcall", "algo.shaping.required=true"], 'reports no info["distance_to_goal"], which ppo\'s'),
         (
             ["rollout.max_total_tokens=200", "rollout.max_new_tokens=64"],
             "rollout.max_total_tokens=200 leaves less than one turn of rollout.max_new_tokens=64: set",
@@ -112,3 +112,19 @@ def test_the_command_line_prints_one_line_and_exits_2(tmp_path):
     ]
     assert not (tmp_path / "runs").exists()
     assert elapsed < 30, f"{elapsed:.1f} s"  # measured: about 4 s, most of it imports
+
+
+def test_ppos_default_shaping_is_off_with_one_line_where_the_env_reports_no_distance(tmp_path, caplog):
+    from trainer.preflight import preflight
+
+    config = config_for(tmp_path, "env=toolcall", "rollout.max_total_tokens=8192")  # its tools' prompt is long
+    # algo=ppo's default shaping: coef 0.5, required false
+    assert config.algo.shaping.coef == 0.5 and not config.algo.shaping.required
+    with caplog.at_level("INFO", logger="trainer.run"):
+        preflight(config)
+    lines = [r.getMessage() for r in caplog.records if "distance_to_goal" in r.getMessage()]
+    assert lines == ['env=toolcall reports no info["distance_to_goal"]: progress shaping is off for this run']
+    caplog.clear()
+    with caplog.at_level("INFO", logger="trainer.run"):
+        preflight(config_for(tmp_path, "env=sokoban"))  # it reports distances: shaping on, nothing said
+    assert not [r for r in caplog.records if "distance_to_goal" in r.getMessage()]
