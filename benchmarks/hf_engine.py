@@ -37,6 +37,9 @@ buffers' tokens per row. Each is reported as ``hf (<mode>)``, plain ``hf`` for `
 ``--sampling-noise generator counter`` runs each decode mode with each noise source (``hf (graphs, counter)``;
 default: the engine's own choice). ``--profile-loop N`` prints, for every engine run, the N functions of its batching
 loop (its worker thread, under cProfile) with the most own time: where the host time of a step goes.
+``--profile-device N`` runs the loop under ``torch.profiler`` instead and prints the N operators and kernels with the
+most own device time, and the device's busy time against the loop's wall time: where the GPU time of a step goes,
+and whether the loop waits on the GPU or the GPU on the loop (warm-up and graph captures included).
 
 Engines for the conversations workload (``--engines``; ``generate`` always runs):
 
@@ -159,10 +162,15 @@ def make_engine(
     decode_capacity: int | None = None,
     sampling_noise: str | None = None,
     profile_loop: int = 0,
+    profile_device: int = 0,
 ):
     from agents.engines.hf import HfEngine
 
-    engine_class = profiled_engine_class(HfEngine, profile_loop) if profile_loop else HfEngine
+    engine_class = HfEngine
+    if profile_loop:
+        engine_class = profiled_engine_class(engine_class, profile_loop)
+    if profile_device:
+        engine_class = device_profiled_engine_class(engine_class, profile_device)
     return engine_class(
         model,
         device=device,
@@ -206,6 +214,39 @@ def profiled_engine_class(engine_class, top: int):
                 pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(top)
 
     return Profiled
+
+
+def device_profiled_engine_class(engine_class, top: int):
+    """``engine_class`` whose batching loop runs under ``torch.profiler`` (CPU and, where there is one, CUDA
+    activity); on ``close`` the ``top`` operators and kernels by own device time go to stderr, with the device's
+    busy time (the kernels' own time summed) against the loop's wall time."""
+    import sys
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    class DeviceProfiled(engine_class):
+        def _loop(self) -> None:
+            cuda = self.device.type == "cuda"
+            activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+            started = time.perf_counter()
+            with profile(activities=activities) as profiler:
+                try:
+                    super()._loop()
+                finally:
+                    if cuda:
+                        torch.cuda.synchronize(self.device)
+            wall = time.perf_counter() - started
+            averages = profiler.key_averages()
+            sort = "self_device_time_total" if cuda else "self_cpu_time_total"
+            busy = sum(event.self_device_time_total for event in averages) / 1e6 if cuda else float("nan")
+            mode = f"graphs={self.cuda_graphs} static={self.static_decode} noise={self.sampling_noise}"
+            print(f"--- the batching loop ({mode}, {self.max_batch_size} rows) under torch.profiler", file=sys.stderr)
+            print(f"loop wall {wall:.3f} s, device busy {busy:.3f} s (kernels' own time summed)", file=sys.stderr)
+            print(averages.table(sort_by=sort, row_limit=top, max_name_column_width=100), file=sys.stderr)
+
+    return DeviceProfiled
 
 
 def engine_label(options: dict) -> str:
@@ -474,6 +515,9 @@ def main() -> None:
     parser.add_argument(
         "--profile-loop", type=int, default=0, help="print the N functions of the engine's loop with most own time"
     )
+    parser.add_argument(
+        "--profile-device", type=int, default=0, help="print the engine loop's N ops/kernels with most device time"
+    )
     parser.add_argument("--cb-page-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--logprobs-only", action="store_true", help="only measure logprob agreement")
@@ -505,6 +549,7 @@ def main() -> None:
             "decode_capacity": args.decode_capacity,
             "sampling_noise": None if noise == "default" else noise,
             "profile_loop": args.profile_loop,
+            "profile_device": args.profile_device,
         }
         for decode in args.decode
         for noise in args.sampling_noise

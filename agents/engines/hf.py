@@ -239,7 +239,7 @@ class HfEngine:
                 "max_decode_batch_size": float(self._counters["max_decode_batch_size"]),
                 "prefill_forwards": float(self._counters["prefill_forwards"]),
                 "prefix_cache_tokens": float(self._prefix.stored_tokens),
-                "decode_buffer_columns": float(self._batch.capacity if self._batch.keys else 0),
+                "decode_buffer_columns": float(self._batch.capacity if self._batch.kv is not None else 0),
             }
             return EngineStats(**{**self._stats.__dict__, "extra": extra})
 

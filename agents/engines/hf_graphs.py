@@ -4,8 +4,9 @@ The dynamic decode step (:class:`~agents.engines.hf_kv.RunningBatch`) runs a bat
 step (rows come and go, the cache grows a column), so on a GPU each step is dozens of small kernel launches and
 host round trips. :class:`StaticDecoder` gives every step the same shapes:
 
-* per-layer key/value buffers of fixed ``capacity`` columns, ``[max_rows, heads, capacity, head_dim]``; row ``r``
-  holds its sequence left-aligned in columns ``[0, lengths[r])`` (its position ``p`` is column ``p``);
+* one key/value buffer of fixed ``capacity`` columns, ``[max_rows, layers, 2, heads, capacity, head_dim]`` (the
+  layout of :mod:`~agents.engines.hf_kv`); row ``r`` holds its sequence left-aligned in columns ``[0, lengths[r])``
+  (its position ``p`` is column ``p``), so a row comes in, goes out or moves in one copy;
 * static inputs: the token ids ``[max_rows, 1]`` and their positions ``[max_rows, 1]``, which are also the column
   each row writes;
 * a cache layer (:class:`ColumnWriteLayer`) whose ``update`` scatters the new key/value into each row's column (a
@@ -131,8 +132,7 @@ class StaticDecoder:
         self.buckets = decode_buckets(max_rows)
         self.widths = decode_buckets(capacity, smallest=64)
         self.lengths: list[int] = []
-        self.keys: list[torch.Tensor] = []  # per layer [max_rows, heads, capacity, dim]
-        self.values: list[torch.Tensor] = []
+        self.kv: torch.Tensor | None = None  # [max_rows, layers, 2, heads, capacity, dim]
         self._input_ids = torch.zeros((max_rows, 1), dtype=torch.long, device=device)
         self._positions = torch.zeros((max_rows, 1), dtype=torch.long, device=device)  # also the written column
         self._column_index = torch.arange(capacity, device=device)
@@ -155,15 +155,14 @@ class StaticDecoder:
         """Copy a sequence's keys/values (``n < capacity`` tokens) into the next free row; returns its index."""
         if self.rows == self.max_rows:
             raise RuntimeError(f"the static decode batch is full ({self.max_rows} rows)")
-        n = kv[0][0].shape[1]
+        n = kv.shape[-2]
         if n >= self.capacity:
             raise ValueError(f"a sequence of {n} tokens leaves no column of the decode capacity ({self.capacity})")
-        if not self.keys:
-            self._allocate_like(kv)
+        if self.kv is None:
+            # zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN
+            self.kv = kv.new_zeros((self.max_rows, *kv.shape[:3], self.capacity, kv.shape[4]))
         row = self.rows
-        for layer, (keys, values) in enumerate(kv):
-            self.keys[layer][row, :, :n] = keys
-            self.values[layer][row, :, :n] = values
+        self.kv[row, ..., :n, :] = kv
         self.lengths.append(n)
         return row
 
@@ -172,18 +171,16 @@ class StaticDecoder:
         last = self.rows - 1
         if row != last:
             n = self.lengths[last]
-            for buffers in (self.keys, self.values):
-                for buffer in buffers:
-                    buffer[row, :, :n] = buffer[last, :, :n]
+            self.kv[row, ..., :n, :] = self.kv[last, ..., :n, :]
             self.lengths[row] = n
         self.lengths.pop()
 
     def extract(self, row: int) -> SequenceKV:
-        """A copy of ``row``'s keys/values (``[heads, lengths[row], dim]`` per layer): the buffers are reused."""
-        n = self.lengths[row]
-        return [(k[row, :, :n].clone(), v[row, :, :n].clone()) for k, v in zip(self.keys, self.values, strict=True)]
+        """A copy of ``row``'s keys/values (``[layers, 2, heads, lengths[row], dim]``): the buffer is reused."""
+        return self.kv[row, ..., : self.lengths[row], :].clone()
 
     # ----------------------------------------------------------------- the step
+    @torch.no_grad()
     def step(self, input_ids: list[int]) -> torch.Tensor:
         """Run one token per row (``input_ids[r]`` at position ``lengths[r]``); returns ``[rows, vocab]`` logits."""
         rows = self.rows
@@ -206,16 +203,13 @@ class StaticDecoder:
         """The model over the first ``bucket`` rows and ``width`` columns of the static tensors: ``[bucket, vocab]``
         logits (every row's new column is below ``width``)."""
         positions = self._positions[:bucket]
-        dtype = self.keys[0].dtype
+        dtype = self.kv.dtype
         visible = self._column_index[None, :width] <= positions  # [bucket, width]
         mask = (~visible).to(dtype) * torch.finfo(dtype).min  # additive: 0 where visible
         columns = positions[:, 0]
-        cache = Cache(
-            layers=[
-                ColumnWriteLayer(k[:bucket, :, :width], v[:bucket, :, :width], columns)
-                for k, v in zip(self.keys, self.values, strict=True)
-            ]
-        )
+        kv = self.kv[:bucket, ..., :width, :]  # [bucket, layers, 2, heads, width, dim]
+        layers = [ColumnWriteLayer(kv[:, layer, 0], kv[:, layer, 1], columns) for layer in range(kv.shape[1])]
+        cache = Cache(layers=layers)
         return self.model(
             input_ids=self._input_ids[:bucket],
             position_ids=positions,
@@ -258,8 +252,3 @@ class StaticDecoder:
     def _addresses(self) -> tuple[int, ...]:
         tensors = [*self.model.parameters(), *self.model.buffers()]
         return tuple(tensor.data_ptr() for tensor in tensors)
-
-    def _allocate_like(self, kv: SequenceKV) -> None:
-        # zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN
-        self.keys = [k.new_zeros((self.max_rows, k.shape[0], self.capacity, k.shape[2])) for k, _ in kv]
-        self.values = [v.new_zeros((self.max_rows, v.shape[0], self.capacity, v.shape[2])) for _, v in kv]

@@ -11,7 +11,7 @@ import torch
 
 from agents.engines.base import SamplingParams
 from agents.engines.hf import HfEngine
-from agents.engines.hf_kv import PrefillLayout
+from agents.engines.hf_kv import PrefillLayout, sequence_kv
 from agents.engines.hf_sampling import filter_top_k_top_p, sample_next_tokens
 from tests.agents.engines.test_hf_engine import prompt, reference_greedy, tiny_model
 
@@ -34,8 +34,8 @@ def test_prefill_layout_right_aligns_cached_prefixes_and_new_tokens():
 def test_prefill_layout_copies_each_prefix_into_its_past_columns():
     layout = PrefillLayout(cached=(2, 0), lengths=(4, 3))
     keys = torch.arange(6.0).reshape(1, 3, 2)  # [heads, 3 tokens, dim]: a longer entry, 2 tokens of it are used
-    cache = layout.cache([[(keys, -keys)], None], num_layers=1)
-    buffer = cache.layers[0].keys_buffer  # [rows, heads, past + queries, dim]
+    cache = layout.cache([sequence_kv([(keys, -keys)]), None], num_layers=1)
+    buffer = cache.layers[0].buffer.tensor[:, 0, 0]  # layer 0's keys: [rows, heads, past + queries, dim]
     assert buffer.shape == (2, 1, 2 + 3, 2) and cache.layers[0].length == 2
     assert torch.equal(buffer[0, 0, :2], keys[0, :2]) and not buffer[1].any()
 

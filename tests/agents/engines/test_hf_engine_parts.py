@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from agents.engines.base import SamplingParams
-from agents.engines.hf_kv import PrefixCache, RunningBatch
+from agents.engines.hf_kv import PrefixCache, RunningBatch, sequence_kv
 from agents.engines.hf_sampling import filter_top_k_top_p, sample_next_tokens
 
 
@@ -45,7 +45,7 @@ def test_sampled_logprob_is_over_the_whole_vocabulary_at_temperature():
 def sequence(n: int, value: float, layers: int = 2, heads: int = 1, dim: int = 2):
     """n tokens whose keys are value + column index and whose values are the negated keys."""
     keys = value + torch.arange(n, dtype=torch.float32)[None, :, None].expand(heads, n, dim)
-    return [(keys.clone(), -keys.clone()) for _ in range(layers)]
+    return sequence_kv([(keys.clone(), -keys.clone()) for _ in range(layers)])
 
 
 def test_running_batch_right_aligns_rows_and_extracts_them_back():
@@ -59,10 +59,7 @@ def test_running_batch_right_aligns_rows_and_extracts_them_back():
     assert batch.width == 5
     assert batch.mask[:3, :5].int().tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]
     for row, (n, value) in enumerate([(3, 10.0), (2, 20.0), (5, 30.0)]):
-        for (keys, values), (expected_keys, expected_values) in zip(
-            batch.extract(row), sequence(n, value), strict=True
-        ):
-            assert torch.equal(keys, expected_keys) and torch.equal(values, expected_values)
+        assert torch.equal(batch.extract(row), sequence(n, value))
 
 
 def test_running_batch_step_and_remove():
@@ -77,8 +74,8 @@ def test_running_batch_step_and_remove():
     batch.advance()
     batch.remove(0)  # the last row moves into row 0
     assert batch.rows == 1
-    (keys, values), _ = batch.extract(0)
-    assert keys[0, :, 0].tolist() == [20.0, 21.0, 7.0]
+    kv = batch.extract(0)  # [layers, 2, heads, tokens, dim]
+    assert kv[0, 0, 0, :, 0].tolist() == [20.0, 21.0, 7.0] and kv[0, 1, 0, :, 0].tolist() == [-20.0, -21.0, -7.0]
 
 
 def test_prefix_cache_matches_longest_prefix_and_drops_covered_entries():

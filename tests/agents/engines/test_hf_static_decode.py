@@ -12,7 +12,7 @@ import torch
 from agents.engines.base import SamplingParams
 from agents.engines.hf import HfEngine
 from agents.engines.hf_graphs import StaticDecoder, bucket_for, decode_buckets, decode_mode
-from agents.engines.hf_kv import RunningBatch
+from agents.engines.hf_kv import RunningBatch, sequence_kv
 from tests.agents.engines.test_hf_batched_prefill import max_logprob_difference, run_together
 from tests.agents.engines.test_hf_engine import GREEDY, prompt, reference_greedy, tiny_model
 
@@ -35,16 +35,16 @@ def test_buckets_are_powers_of_two_then_the_batch_size():
 def test_decoder_rows_move_like_the_running_batch():
     model = tiny_model()
     decoder = StaticDecoder(model, "cache", torch.device("cpu"), max_rows=4, capacity=16, graphs=False)
-    first = [(torch.full((2, 3, 16), 1.0), torch.full((2, 3, 16), -1.0))]  # [heads, 3 tokens, dim], one layer
-    second = [(torch.full((2, 5, 16), 2.0), torch.full((2, 5, 16), -2.0))]
+    first = sequence_kv([(torch.full((2, 3, 16), 1.0), torch.full((2, 3, 16), -1.0))])  # [heads, 3, dim], 1 layer
+    second = sequence_kv([(torch.full((2, 5, 16), 2.0), torch.full((2, 5, 16), -2.0))])
     assert (decoder.add(first), decoder.add(second)) == (0, 1)
-    assert decoder.keys[0].shape == (4, 2, 16, 16) and decoder.lengths == [3, 5]
+    assert decoder.kv.shape == (4, 1, 2, 2, 16, 16) and decoder.lengths == [3, 5]  # rows, layers, k/v, heads, ...
     decoder.remove(0)  # the last row (5 tokens of 2.0) moves into row 0
     assert decoder.lengths == [5]
-    keys, values = decoder.extract(0)[0]
-    assert torch.equal(keys, second[0][0]) and torch.equal(values, second[0][1])
-    keys.zero_()  # a copy: the buffer keeps its values
-    assert decoder.keys[0][0, :, :5].eq(2.0).all()
+    extracted = decoder.extract(0)
+    assert torch.equal(extracted, second)
+    extracted.zero_()  # a copy: the buffer keeps its values
+    assert decoder.kv[0, 0, 0, :, :5].eq(2.0).all() and decoder.kv[0, 0, 1, :, :5].eq(-2.0).all()
 
 
 def test_a_step_writes_each_row_at_its_own_column():
@@ -52,10 +52,10 @@ def test_a_step_writes_each_row_at_its_own_column():
     decoder = StaticDecoder(model, "cache", torch.device("cpu"), max_rows=4, capacity=16, graphs=False)
     heads, dim = model.config.num_key_value_heads, model.config.hidden_size // model.config.num_attention_heads
     for n in (3, 6, 4):  # 3 rows run bucket 4; the padding row writes column 0 of row 3
-        decoder.add([(torch.zeros(heads, n, dim), torch.zeros(heads, n, dim)) for _ in range(2)])
+        decoder.add(sequence_kv([(torch.zeros(heads, n, dim), torch.zeros(heads, n, dim)) for _ in range(2)]))
     logits = decoder.step([7, 8, 9])
     assert logits.shape == (3, model.config.vocab_size) and decoder.lengths == [4, 7, 5]
-    written = decoder.keys[0].abs().sum((1, 3)) != 0  # [rows, capacity]: columns that got a key
+    written = decoder.kv[:, 0, 0].abs().sum((1, 3)) != 0  # [rows, capacity]: columns that got a key
     assert written[:3].nonzero().tolist() == [[0, 3], [1, 6], [2, 4]]
 
 
@@ -68,7 +68,7 @@ def test_a_step_attends_over_the_smallest_column_bucket_holding_every_row():
     forward = decoder._forward
     decoder._forward = lambda bucket, width: shapes.append((bucket, width)) or forward(bucket, width)
     for n in (3, 63, 10):
-        decoder.add([(torch.zeros(heads, n, dim), torch.zeros(heads, n, dim)) for _ in range(2)])
+        decoder.add(sequence_kv([(torch.zeros(heads, n, dim), torch.zeros(heads, n, dim)) for _ in range(2)]))
     decoder.step([1, 2, 3])  # the longest row writes column 63: 64 columns; 3 rows: bucket 4
     decoder.step([1, 2, 3])  # column 64: 128 columns
     decoder.remove(1)
