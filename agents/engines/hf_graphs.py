@@ -9,7 +9,7 @@ host round trips. :class:`StaticDecoder` gives every step the same shapes:
   (its position ``p`` is column ``p``), so a row comes in, goes out or moves in one copy;
 * static inputs: the token ids ``[max_rows, 1]`` and their positions ``[max_rows, 1]``, which are also the column
   each row writes;
-* a cache layer (:class:`ColumnWriteLayer`) whose ``update`` scatters the new key/value into each row's column (a
+* a cache layer (:class:`ColumnWriteLayer`) whose ``update`` writes the new key/value into each row's column (a
   device tensor) and returns the buffers' first ``width`` columns, and a 4D additive attention mask over them
   computed on the device from those positions (0 on columns ``<= position``, the dtype's minimum elsewhere);
 * row-count buckets (:func:`decode_buckets`: 1, 2, 4, ... and ``max_rows``): ``n`` running rows run the smallest
@@ -47,7 +47,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from agents.engines.hf_kv import SequenceKV
+from agents.engines.hf_kv import SequenceKV, batch_buffer_like
 
 __all__ = [
     "DEFAULT_DECODE_CAPACITY",
@@ -167,8 +167,7 @@ class StaticDecoder:
         if n >= self.capacity:
             raise ValueError(f"a sequence of {n} tokens leaves no column of the decode capacity ({self.capacity})")
         if self.kv is None:
-            # zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN
-            self.kv = kv.new_zeros((self.max_rows, *kv.shape[:3], self.capacity, kv.shape[4]))
+            self.kv = batch_buffer_like(kv, self.max_rows, self.capacity)
         row = self.rows
         self.kv[row, ..., :n, :] = kv
         self.lengths.append(n)

@@ -41,11 +41,18 @@ __all__ = [
     "PrefixCache",
     "RunningBatch",
     "SequenceKV",
+    "batch_buffer_like",
     "common_prefix_len",
     "sequence_kv",
 ]
 
 SequenceKV = torch.Tensor  # [layers, 2, heads, n, head_dim]: keys (index 0) and values (1) of every layer
+
+
+def batch_buffer_like(kv: SequenceKV, rows: int, capacity: int) -> torch.Tensor:
+    """A zeroed batch buffer ``[rows, layers, 2, heads, capacity, head_dim]`` with ``kv``'s layer shapes and dtype
+    (zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN)."""
+    return kv.new_zeros((rows, *kv.shape[:3], capacity, kv.shape[4]))
 
 
 def sequence_kv(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> SequenceKV:
@@ -254,7 +261,7 @@ class RunningBatch:
 
     def allocate_like(self, kv: SequenceKV) -> None:
         """Create the (empty) buffer with the shape and dtype of ``kv``'s layers; called before the first ``add``."""
-        self.kv = kv.new_zeros((self.max_rows, *kv.shape[:3], 0, kv.shape[4]))
+        self.kv = batch_buffer_like(kv, self.max_rows, 0)
 
 
 @dataclass(eq=False)  # identity: entries are removed from a list by identity
