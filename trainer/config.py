@@ -76,9 +76,18 @@ class ShapingConfig:
     coef: float = 0.0  # reward per move of progress, coef * (gamma * Phi(s') - Phi(s)), Phi = -distance; 0: off
     gamma: float = 1.0  # the shaping's discount per turn; 1 keeps it a pure telescoping sum
     unsolvable_distance: float = 20.0  # the distance an unsolvable (or unknown) position counts as
+    # null: coef every step; N: coef falls linearly over the first N training steps, to 0 from step N + 1 on
+    fade_steps: int | None = None
     # true: an env that reports no info["distance_to_goal"] stops the run at start-up; false: the shaping applies
     # where the env reports distances and is off (said once at start-up) where it does not (algo=ppo's default)
     required: bool = True
+
+    def coef_at(self, step: int) -> float:
+        """The coefficient at training step ``step`` (1-based): ``coef``, or with ``fade_steps`` = N,
+        ``coef * (N + 1 - step) / N`` on steps 1..N (``coef`` on the first) and 0 after."""
+        if self.fade_steps is None:
+            return self.coef
+        return self.coef * max(0, self.fade_steps + 1 - step) / self.fade_steps
 
 
 @dataclass
@@ -479,6 +488,10 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
     _require(
         shaping.unsolvable_distance >= 0,
         f"algo.shaping.unsolvable_distance must be >= 0, got {shaping.unsolvable_distance}",
+    )
+    _require(
+        shaping.fade_steps is None or shaping.fade_steps >= 1,
+        f"algo.shaping.fade_steps must be >= 1 (null: no fading), got {shaping.fade_steps}",
     )
     _require(steps.weight >= 0, f"algo.step_groups.weight must be >= 0 (0: off), got {steps.weight}")
     _require(0 <= steps.gamma <= 1, f"algo.step_groups.gamma must be in [0, 1], got {steps.gamma}")

@@ -203,7 +203,7 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
                 batch = build_batch(trajectories, c.pad_id)
                 on_policy = all(t.policy_version == version for t in trajectories)
                 metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
-                metrics.update(estimate_advantages(batch, trajectories, config.algo))
+                metrics.update(estimate_advantages(batch, trajectories, config.algo, step=step))
                 generator = torch.Generator().manual_seed(update_shuffle_seed(config.trainer.seed, step))
                 update_started = time.perf_counter()
                 metrics.update(await update(batch, c.learner, config, generator))

@@ -267,15 +267,19 @@ def _mismatch(recomputed: Tensor, batch: TrainBatch) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------- advantages
-def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], algo: AlgoConfig) -> dict[str, float]:
+def estimate_advantages(
+    batch: TrainBatch, trajectories: Sequence[Trajectory], algo: AlgoConfig, *, step: int = 1
+) -> dict[str, float]:
     """Fill ``batch.advantages`` (and ``batch.returns`` for the critic); return the metrics.
+
+    ``step`` is the training step (1-based); it sets a fading shaping coefficient (``algo.shaping.fade_steps``).
 
     Episode scores are the sum of the turn rewards the trajectory carries (its return); with
     ``algo.kl_in_reward`` the per-token KL penalty is subtracted from the token rewards and so from
     the scores too.
     """
     mask = batch.response_mask
-    turn_rewards, metrics = _shaped_turn_rewards(trajectories, algo)
+    turn_rewards, metrics = _shaped_turn_rewards(trajectories, algo, step)
     columns = [reward_positions(t) for t in trajectories]
     token_rewards = place_turn_rewards(turn_rewards, columns, tuple(mask.shape))
     if algo.kl_in_reward and algo.kl_coef > 0:
@@ -309,9 +313,10 @@ def estimate_advantages(batch: TrainBatch, trajectories: Sequence[Trajectory], a
 
 
 def _shaped_turn_rewards(
-    trajectories: Sequence[Trajectory], algo: AlgoConfig
+    trajectories: Sequence[Trajectory], algo: AlgoConfig, step: int
 ) -> tuple[list[list[float]], dict[str, float]]:
-    """Each trajectory's turn rewards, plus progress shaping when ``algo.shaping.coef`` is positive.
+    """Each trajectory's turn rewards, plus progress shaping when ``algo.shaping.coef`` is positive (at ``step``'s
+    coefficient, ``shaping/coef``).
 
     The shaping is logged apart (``shaping/return_mean``); the environment's return, success and every
     evaluation stay the environment's own.
@@ -320,11 +325,12 @@ def _shaped_turn_rewards(
     shaping = algo.shaping
     if shaping.coef == 0:
         return rewards, {}
+    coef = shaping.coef_at(step)
     terms = [
         credit.progress_shaping(
             t.turn_distances_before,
             t.turn_distances_after,
-            coef=shaping.coef,
+            coef=coef,
             gamma=shaping.gamma,
             unsolvable_distance=shaping.unsolvable_distance,
         )
@@ -333,7 +339,10 @@ def _shaped_turn_rewards(
         for t in trajectories
     ]
     shaped = [[r + f for r, f in zip(row, extra, strict=True)] for row, extra in zip(rewards, terms, strict=True)]
-    return shaped, {"shaping/return_mean": statistics.fmean(sum(extra) for extra in terms) if terms else 0.0}
+    return shaped, {
+        "shaping/coef": coef,
+        "shaping/return_mean": statistics.fmean(sum(extra) for extra in terms) if terms else 0.0,
+    }
 
 
 def _step_group_term(

@@ -84,6 +84,28 @@ def test_progress_shaping_changes_the_training_scores_not_the_trajectories():
     assert "advantage/step_abs_mean" not in metrics
 
 
+def test_a_fading_shaping_coefficient_falls_linearly_to_zero_after_fade_steps():
+    shaping = ShapingConfig(coef=0.5, fade_steps=4)
+    # (N + 1 - step) / N with N = 4: 4/4, 3/4, 2/4, 1/4, then 0
+    assert [shaping.coef_at(step) for step in range(1, 7)] == [0.5, 0.375, 0.25, 0.125, 0.0, 0.0]
+    assert ShapingConfig(coef=0.5).coef_at(100) == 0.5  # no fading: the same every step
+
+
+def test_a_faded_coefficient_shapes_the_scores_at_that_steps_value():
+    algo = group_algo("grpo", shaping=ShapingConfig(coef=0.2, fade_steps=2))
+    batch = build_batch(TRAJECTORIES, pad_id=0)
+    metrics = estimate_advantages(batch, TRAJECTORIES, algo, step=2)
+    # step 2 of 2: coef 0.2 * 1/2 = 0.1, the hand-computed batch above: +-0.65
+    assert metrics["shaping/coef"] == pytest.approx(0.1)
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.65] * 3)
+    batch = build_batch(TRAJECTORIES, pad_id=0)
+    metrics = estimate_advantages(batch, TRAJECTORIES, algo, step=3)
+    # faded out: the env's returns 1 and 0 alone, +-0.5, and no shaping return
+    assert metrics["shaping/coef"] == 0.0
+    assert metrics["shaping/return_mean"] == 0.0
+    assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([-0.5] * 3)
+
+
 def test_step_groups_with_ppo_are_added_to_the_critics_advantages():
     def gae(weight):
         steps = StepGroupsConfig(weight=weight)
