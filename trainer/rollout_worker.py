@@ -139,15 +139,19 @@ async def _close(env: envs.TextEnv) -> None:
 
 @dataclass(frozen=True)
 class ChatRendererFactory:
-    """Builds :class:`agents.chat.ChatRenderer` on the tokenizer of ``model`` (a name :mod:`agents.models` knows)."""
+    """Builds :class:`agents.chat.ChatRenderer` on the tokenizer of ``model`` (a name :mod:`agents.models` knows).
+
+    The tokenizer is :func:`agents.models.load_template_tokenizer`'s: where the model directory allows it, one
+    without transformers, so an environment actor never imports torch (same ids as the transformers tokenizer).
+    """
 
     model: str = "tiny"
 
     def __call__(self) -> Renderer:
         from agents.chat import ChatRenderer
-        from agents.models import load_tokenizer
+        from agents.models import load_template_tokenizer
 
-        return ChatRenderer(load_tokenizer(self.model))
+        return ChatRenderer(load_template_tokenizer(self.model))
 
 
 class EnvActor:

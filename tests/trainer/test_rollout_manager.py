@@ -220,7 +220,7 @@ def test_weights_version_reaches_every_actor_through_the_engine_actor(engine, ma
 def test_the_real_stack_chat_renderer_and_hf_engine_actor(ray_session):
     hf = launch_engine_actor(EngineSpec("hf", "tiny", seed=0, max_batch_size=8), num_cpus=1)
     try:
-        # One environment actor: each process that builds a ChatRenderer pays for importing transformers.
+        # One environment actor: one process more to start on a small machine.
         with RolloutManager(RolloutConfig(num_env_actors=1), ChatRendererFactory("tiny"), hf.factory()) as manager:
             result = collect(
                 manager,

@@ -43,7 +43,7 @@ def warm_imports():
     from trainer.rollout_worker import ChatRendererFactory
 
     envs.make("sokoban").close()
-    ChatRendererFactory("tiny")()  # transformers' tokenizer modules
+    ChatRendererFactory("tiny")()  # the tokenizer and template modules
 
 
 def config_for(tmp_path: Path, *overrides: str):
