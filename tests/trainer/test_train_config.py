@@ -170,8 +170,8 @@ def test_train_yaml_values_override_the_schema_defaults():
     config = train_config()
     assert config.algo.name == "ppo" and config.model.name == "smollm2" and config.engine.kind == "hf"
     assert config.env["id"] == "sokoban" and config.env["dim"] == 6
-    # The schema says micro_batch_size 4, max_new_tokens 64 and max_turns None; train.yaml says 2, 32 and 3.
-    assert config.trainer.micro_batch_size == 2
+    # The schema says micro_batch_size 4, max_new_tokens 64 and max_turns None; train.yaml says 1, 32 and 3.
+    assert config.trainer.micro_batch_size == 1
     assert (config.rollout.max_new_tokens, config.rollout.max_total_tokens, config.rollout.max_turns) == (32, 1024, 3)
     assert config.optim.betas == [0.9, 0.999] and config.optim.schedule == "constant"
     assert config.learner_ranks == 1  # n_gpus 0: cpu_ranks
