@@ -35,6 +35,9 @@ class SftOptions:
     min_return: float | None = None
     epochs: int = 1
     batch_size: int = 8  # trajectories per optimizer step
+    # rows per forward/backward: the warm-up's short rows share most of their tokens (the system prompt and
+    # instructions), which a micro-batch of several runs once; trainer.micro_batch_size is RL's
+    micro_batch_size: int = 2
     lr: float = 5.0e-5
     lora_rank: int = 0
     warmup_steps: int = 2
@@ -64,7 +67,7 @@ def check_phases(config) -> None:
     sft, evaluation, trainer = config.sft, config.evaluation, config.trainer
     check_choice("sft.warmup", str(sft.warmup).lower(), ("auto", "true", "false"))
     check_choice("sft.source", sft.source, ("oracle", "files", "mix"))
-    for name in ("episodes", "epochs", "batch_size"):
+    for name in ("episodes", "epochs", "batch_size", "micro_batch_size"):
         if getattr(sft, name) < 1:
             raise UsageError(f"sft.{name} must be >= 1, got {getattr(sft, name)}")
     if sft.lr <= 0 or sft.lora_rank < 0 or sft.warmup_steps < 0:

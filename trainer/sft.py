@@ -140,7 +140,7 @@ async def train_sft(group: Any, examples: list[Trajectory], config: TrainConfig,
         for rows in torch.split(order, config.sft.batch_size):
             part = batch.select(rows)
             agg = Aggregation("token-mean", float(part.num_sampled_tokens), float(len(part)))
-            stats = await group.update_sft(part, agg, config.trainer.micro_batch_size)
+            stats = await group.update_sft(part, agg, config.sft.micro_batch_size)
             steps.append(stats)
             if on_step is not None:
                 on_step(len(steps), stats)
