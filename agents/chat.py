@@ -351,23 +351,16 @@ class ChatRenderer:
 
 
 def _plain_text_copy(tokenizer: Any) -> Any:
-    """A private copy of a fast tokenizer's backend that encodes special-token strings as plain text.
-
-    ``encode(..., split_special_tokens=True)`` flips a flag on the tokenizer's shared backend, which
-    other users of the same tokenizer object (another thread, an engine calling the backend directly)
-    would then see; a copy owned by the renderer leaves the caller's tokenizer untouched. ``None`` for
+    """A private copy of a fast tokenizer's backend that encodes special-token strings as plain text
+    (:func:`agents.template_tokenizer.plain_text_copy`): the caller's tokenizer stays untouched. ``None`` for
     slow (pure Python) tokenizers, which take the ``split_special_tokens`` argument instead.
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return None
-    from tokenizers import Tokenizer
+    from agents.template_tokenizer import plain_text_copy
 
-    copy = Tokenizer.from_str(backend.to_str())
-    copy.encode_special_tokens = True
-    copy.no_truncation()
-    copy.no_padding()
-    return copy
+    return plain_text_copy(backend)
 
 
 def _split_contents(delta: str, masked_delta: str, markers: list[str], contents: list[str | None]) -> list[str] | None:

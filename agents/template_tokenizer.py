@@ -30,7 +30,7 @@ from tokenizers import AddedToken, Tokenizer, processors
 
 from agents.template_rendering import render_chat_template
 
-__all__ = ["TemplateTokenizer", "builds_like_transformers"]
+__all__ = ["TemplateTokenizer", "builds_like_transformers", "plain_text_copy"]
 
 _NAMED_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 #: ``tokenizer_class`` values for which transformers loads ``tokenizer.json`` as it is (``TokenizersBackend``).
@@ -231,12 +231,8 @@ class TemplateTokenizer:
         return text
 
     def _plain_text_backend(self) -> Tokenizer:
-        # A private copy that encodes special-token strings as text: flipping the flag on the shared backend
-        # (as transformers does) would change what every other caller of it gets.
         if self._plain_backend is None:
-            copy = Tokenizer.from_str(self._backend.to_str())
-            copy.encode_special_tokens = True
-            self._plain_backend = copy
+            self._plain_backend = plain_text_copy(self._backend)
         return self._plain_backend
 
     # ----------------------------------------------------------------------------------------------
@@ -316,6 +312,19 @@ class TemplateTokenizer:
         if templates is None:
             raise ValueError(f"{self.name_or_path} has no chat template; use an instruct/chat model's tokenizer")
         return templates
+
+
+def plain_text_copy(backend: Tokenizer) -> Tokenizer:
+    """A private copy of ``backend`` that encodes special-token strings as plain text, without truncation or padding.
+
+    Flipping ``encode_special_tokens`` on a shared backend (as transformers' ``split_special_tokens=True`` does)
+    would change what every other user of it gets (another thread, an engine calling the backend directly).
+    """
+    copy = Tokenizer.from_str(backend.to_str())
+    copy.encode_special_tokens = True
+    copy.no_truncation()
+    copy.no_padding()
+    return copy
 
 
 _CLEAN_UP = (
