@@ -69,7 +69,8 @@ def evaluate(policy: Path, args: argparse.Namespace, out: Path) -> dict[int, flo
     command = [
         sys.executable, "-m", "agents.eval", f"env={args.env_id}", *args.env, "agent=hf", f"model={policy}",
         f"episodes={args.eval_episodes}", f"seed={args.eval_seed}", f"temperature={args.temperature}",
-        "max_new_tokens=32", "max_total_tokens=1024", "max_turns=3", f"out={out}", "progress=false",
+        "max_new_tokens=32", f"max_total_tokens={args.max_total_tokens}", f"max_turns={args.max_turns}",
+        f"out={out}", "progress=false",
     ]  # fmt: skip
     if args.sampling_seed is not None:  # the same random numbers for every policy (closer pairs; see agents.eval)
         command.append(f"sampling_seed={args.sampling_seed}")
@@ -99,11 +100,13 @@ def same_settings(out: Path, args: argparse.Namespace, policy: Path) -> bool:
         "env_id": args.env_id, "env": args.env, "eval_episodes": args.eval_episodes, "eval_seed": args.eval_seed,
         "temperature": args.temperature, "sampling_seed": args.sampling_seed,
     }  # fmt: skip
+    if (args.max_turns, args.max_total_tokens) != (3, 1024):  # recorded only when not the defaults, so earlier folders resume
+        settings["limits"] = {"max_turns": args.max_turns, "max_total_tokens": args.max_total_tokens}
     path = out / "settings.json"
     if path.exists():
         recorded = json.loads(path.read_text())
         if recorded != settings:
-            changed = sorted(k for k in settings if recorded.get(k) != settings[k])
+            changed = sorted(k for k in settings.keys() | recorded.keys() if recorded.get(k) != settings.get(k))
             raise SystemExit(f"{out} holds draws made with other settings ({', '.join(changed)}): pick another --out")
         return True
     path.write_text(json.dumps(settings, indent=2))
@@ -125,15 +128,20 @@ def main() -> None:
     parser.add_argument("--sampling-seed", type=int, default=None, help="agents.eval's sampling_seed (default: none)")
     parser.add_argument("--env-id", default="sokoban", help="the environment (default: sokoban, the main command's)")
     parser.add_argument("--env", nargs="*", default=[], help="env.<key>=<value> overrides for training and evaluation")
+    parser.add_argument("--max-turns", type=int, default=3, help="turns an episode may take, in training and evaluation")
+    parser.add_argument("--max-total-tokens", type=int, default=1024, help="an episode's token budget, likewise")
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="turngym-draws-"))
     out.mkdir(parents=True, exist_ok=True)
+    limits = []  # the main command's own limits unless asked otherwise (they match evaluate's defaults)
+    if (args.max_turns, args.max_total_tokens) != (3, 1024):
+        limits = [f"rollout.max_turns={args.max_turns}", f"rollout.max_total_tokens={args.max_total_tokens}"]
     report: dict = {"algo": args.algo, "overrides": args.overrides, "env": args.env, "draws": []}
     started = time.perf_counter()
     if args.warmup is None:
         warmup_dir = out / "warmup"
-        command = [sys.executable, "-m", "trainer.sft", f"env={args.env_id}", *args.env]
+        command = [sys.executable, "-m", "trainer.sft", f"env={args.env_id}", *args.env, *limits]
         command.append(f"trainer.run_dir={warmup_dir}")
         report["warmup_s"], _ = run_timed(command)
         policy = warmup_dir / "policy"
@@ -154,7 +162,7 @@ def main() -> None:
         command = [
             sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}",
             f"model={policy}", *SMOLLM2_RL, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
-            f"trainer.run_dir={run_dir}", "trainer.progress=false", *args.overrides,
+            f"trainer.run_dir={run_dir}", "trainer.progress=false", *limits, *args.overrides,
         ]  # fmt: skip
         wall_s, memory = run_timed(command)
         final = sorted((run_dir / "checkpoints").glob("step_*"))[-1] / "policy"

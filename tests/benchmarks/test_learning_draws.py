@@ -17,7 +17,7 @@ from learning_draws import interval, same_settings
 def _args(**changes) -> argparse.Namespace:
     values = dict(
         algo="ppo", overrides=["algo.shaping.coef=0.5"], env_id="sokoban", env=[], eval_episodes=256,
-        eval_seed=10_000, temperature=0.7, sampling_seed=0,
+        eval_seed=10_000, temperature=0.7, sampling_seed=0, max_turns=3, max_total_tokens=1024,
     )  # fmt: skip
     values.update(changes)
     return argparse.Namespace(**values)
@@ -31,6 +31,19 @@ def test_a_new_folder_records_its_settings_and_resumes_only_with_the_same(tmp_pa
     assert same_settings(tmp_path, _args(), policy)
     with pytest.raises(SystemExit, match=r"other settings \(overrides, sampling_seed\)"):
         same_settings(tmp_path, _args(overrides=[], sampling_seed=None), policy)
+
+
+def test_limits_are_recorded_only_when_not_the_defaults(tmp_path: Path) -> None:
+    policy = tmp_path / "policy"
+    (tmp_path / "a").mkdir()
+    assert same_settings(tmp_path / "a", _args(), policy)
+    assert "limits" not in json.loads((tmp_path / "a" / "settings.json").read_text())  # older folders still resume
+    (tmp_path / "b").mkdir()
+    assert same_settings(tmp_path / "b", _args(max_turns=8, max_total_tokens=2048), policy)
+    recorded = json.loads((tmp_path / "b" / "settings.json").read_text())
+    assert recorded["limits"] == {"max_turns": 8, "max_total_tokens": 2048}
+    with pytest.raises(SystemExit, match=r"other settings \(limits\)"):
+        same_settings(tmp_path / "b", _args(), policy)
 
 
 def test_draws_without_recorded_settings_are_not_read_back(tmp_path: Path) -> None:
