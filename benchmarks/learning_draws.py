@@ -100,7 +100,7 @@ def same_settings(out: Path, args: argparse.Namespace, policy: Path) -> bool:
         "env_id": args.env_id, "env": args.env, "eval_episodes": args.eval_episodes, "eval_seed": args.eval_seed,
         "temperature": args.temperature, "sampling_seed": args.sampling_seed,
     }  # fmt: skip
-    if (args.max_turns, args.max_total_tokens) != (3, 1024):  # recorded only when not the defaults, so earlier folders resume
+    if (args.max_turns, args.max_total_tokens) != (3, 1024):  # only when not the defaults: older folders resume
         settings["limits"] = {"max_turns": args.max_turns, "max_total_tokens": args.max_total_tokens}
     path = out / "settings.json"
     if path.exists():
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--sampling-seed", type=int, default=None, help="agents.eval's sampling_seed (default: none)")
     parser.add_argument("--env-id", default="sokoban", help="the environment (default: sokoban, the main command's)")
     parser.add_argument("--env", nargs="*", default=[], help="env.<key>=<value> overrides for training and evaluation")
-    parser.add_argument("--max-turns", type=int, default=3, help="turns an episode may take, in training and evaluation")
+    parser.add_argument("--max-turns", type=int, default=3, help="an episode's turns, training and evaluation")
     parser.add_argument("--max-total-tokens", type=int, default=1024, help="an episode's token budget, likewise")
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()

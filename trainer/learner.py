@@ -221,6 +221,12 @@ class Learner:
             raise RuntimeError("this learner hosts no engine: give Learner(..., colocated_engine=EngineOptions(...))")
         return self._engine
 
+    async def phase_peak_gib(self) -> float | None:
+        """The actor's peak resident memory (GiB, the largest rank's) since the last call, which starts a new
+        peak: the training loop calls it at the end of each phase. ``None`` where the system does not say."""
+        peaks = [p for p in await self.actor._all("phase_peak_mib") if p is not None]
+        return max(peaks) / 1024 if peaks else None
+
     @property
     def value_model(self) -> WorkerGroup | None:
         """The group that computes the critic's values: the critic, the actor when it carries the value head

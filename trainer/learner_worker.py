@@ -50,7 +50,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from agents.memory import return_free_memory
+from agents.memory import peak_resident_mib, return_free_memory
 from trainer.algos import (
     ActorTerms,
     Aggregation,
@@ -528,6 +528,11 @@ class ModelWorker:
 
     def ping(self) -> int:
         return self.rank
+
+    def phase_peak_mib(self) -> float | None:
+        """This rank's peak resident memory (MiB) since the last call, which starts a new peak
+        (:func:`agents.memory.peak_resident_mib`); ``None`` where the system does not say."""
+        return peak_resident_mib()
 
     def peak_memory(self) -> dict[str, float]:
         """This rank's peak resident memory (MiB) and, on CUDA, peak allocated device memory (MiB)."""

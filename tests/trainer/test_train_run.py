@@ -243,6 +243,7 @@ def test_off_policy_mode_trains_on_one_step_old_rollouts(tmp_path):
     # Its data is one update old: the learner's logprobs now differ from the engine's, and the IS weights correct.
     assert records[1]["rollout/logprob_mismatch"] > 1e-4
     assert "rollout/is_weight_mean" in records[1]
+    assert not [k for k in records[1] if k.startswith("memory/actor_")]  # no phases apart: rollouts overlap updates
 
 
 def test_bad_config_fails_before_any_work(tmp_path):
@@ -410,6 +411,9 @@ def test_a_colocated_lora_run_plays_the_separate_engines_episodes_with_no_engine
     assert [r["engine/prefix_cache_tokens_held"] for r in colocated] == [0.0, 0.0, 0.0]
     assert all(r["engine/prefix_cache_tokens_held"] > 0 for r in separate)
     assert all(r["rollout/logprob_mismatch"] < 1e-4 for r in colocated)  # sampled from the actor's current weights
+    for records in (colocated, separate):  # the actor's peak resident memory in each phase of every step
+        for phase in ("rollout", "score", "update"):
+            assert all(0.1 < r[f"memory/actor_{phase}_peak_gib"] < 16 for r in records)
     assert [r["reward/mean"] for r in colocated] == pytest.approx([r["reward/mean"] for r in separate], abs=1e-9)
     assert [r["actor/policy_loss"] for r in colocated] == pytest.approx(
         [r["actor/policy_loss"] for r in separate], abs=1e-4
