@@ -79,6 +79,9 @@ class FrozenLakeEnv(TextEnv):
             one move away in each direction and where the goal is from the player. ``False``: the grid alone
             (RAGEN's observation).
         hole_line: with ``relative``, a third line: where every hole is from the player, in move words.
+        safe_line: with ``relative``, a last line naming the moves that land on ice or the goal, not in a hole
+            or against the edge ("Safe moves: Up, Right."): the "Next to you" line regrouped, nothing a
+            person does not see on the map.
         desc: a fixed map instead of random ones: rows of ``S`` start, ``F`` frozen, ``H`` hole, ``G`` goal
             (Gymnasium's letters; turngym's ``P``, ``_``, ``O`` are accepted too), or one string of such
             lines. It need not be solvable. ``reset(options={"desc": ...})`` sets the map of one episode.
@@ -106,6 +109,7 @@ class FrozenLakeEnv(TextEnv):
         desc: str | Sequence[str] | None = None,
         relative: bool = True,
         hole_line: bool = False,
+        safe_line: bool = False,
     ) -> None:
         super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
         if max_steps < 1:
@@ -123,6 +127,7 @@ class FrozenLakeEnv(TextEnv):
         self.require_answer_tag = bool(require_answer_tag)
         self.show_relative = bool(relative)
         self.hole_line = bool(hole_line)
+        self.safe_line = bool(safe_line)
         self.word_actions = WordActions(
             VOCABULARY, self.max_actions_per_turn, self.require_answer_tag, example=("Right", "Down")
         )
@@ -204,7 +209,11 @@ class FrozenLakeEnv(TextEnv):
         """The map as the observation shows it, with the relative lines when asked for."""
         lake = self._require_lake()
         grid = render_grid(lake, self._position, color=color)
-        lines = relative_lines(lake, self._position, holes=self.hole_line) if self.show_relative else ""
+        lines = (
+            relative_lines(lake, self._position, holes=self.hole_line, safe=self.safe_line)
+            if self.show_relative
+            else ""
+        )
         return f"{grid}\n{lines}" if lines else grid
 
     def oracle(self) -> list[str] | None:

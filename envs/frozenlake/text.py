@@ -44,11 +44,13 @@ def render_grid(lake: LakeMap, position: Position, *, color: bool = False) -> st
     return "\n".join(lines)
 
 
-def relative_lines(lake: LakeMap, position: Position, *, holes: bool = False) -> str:
+def relative_lines(lake: LakeMap, position: Position, *, holes: bool = False, safe: bool = False) -> str:
     """The position in words, relative to the player: what lies one move away in each direction and where the
     goal is ("Next to you: Up edge, Down ice, Left hole, Right ice." and "The goal is 2 down and 1 right of
     you."); with ``holes``, a third line with where every hole is ("Holes: 1 up; 2 down and 1 left of you.",
-    row by row from the top); empty once the player is on the goal or in a hole.
+    row by row from the top); with ``safe``, a last line naming the moves that land on ice or the goal ("Safe
+    moves: Up, Right.", "Safe moves: none." when every neighbour is a hole or the edge); empty once the player is
+    on the goal or in a hole.
 
     The grid asks a reader to find symbols by their column; these lines name the directions with the action
     words, which is what a small model can copy from. They say what a person sees on the map, never a path.
@@ -60,6 +62,9 @@ def relative_lines(lake: LakeMap, position: Position, *, holes: bool = False) ->
     if holes:
         where = [offset_words(position, hole) for hole in _holes(lake)]
         lines.append(f"Holes: {'; '.join(where)} of you." if where else "No holes.")
+    if safe:
+        moves = [d for d in DIRECTIONS if _neighbour_name(lake, position, d) in ("ice", "goal")]
+        lines.append(f"Safe moves: {', '.join(moves) if moves else 'none'}.")
     return "\n".join(lines)
 
 

@@ -157,6 +157,22 @@ def test_the_hole_line_says_where_every_hole_is_row_by_row():
     assert "Holes" not in FrozenLakeEnv(desc=CLASSIC, hole_line=True, relative=False).reset(seed=0)[0]
 
 
+def test_the_safe_line_names_the_moves_onto_ice_or_the_goal():
+    # CLASSIC from (0,0): Up and Left are the edge, Down (1,0) ice, Right (0,1) ice.
+    env = FrozenLakeEnv(desc=CLASSIC, safe_line=True, max_actions_per_turn=1)
+    assert env.reset(seed=0)[0].endswith(
+        "The goal is 3 down and 3 right of you.\nSafe moves: Down, Right.\nYour move."
+    )
+    observation = env.step("Right")[0]  # to (0,1): Down is the hole (1,1)
+    assert "Next to you: Up edge, Down hole, Left ice, Right ice." in observation
+    assert "Safe moves: Left, Right." in observation
+    trapped = FrozenLakeEnv(desc=["SH", "HG"], safe_line=True)
+    assert trapped.reset(seed=0)[0].endswith("Safe moves: none.\nYour move.")
+    next_to_goal = FrozenLakeEnv(desc=["SG"], safe_line=True)
+    assert "Safe moves: Right." in next_to_goal.reset(seed=0)[0]
+    assert "Safe moves" not in FrozenLakeEnv(desc=CLASSIC, safe_line=True, relative=False).reset(seed=0)[0]
+
+
 def test_reaching_the_goal():
     env = make()
     observation, reward, terminated, truncated, info = env.step("Down || Down || Right")

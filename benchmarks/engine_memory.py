@@ -1,0 +1,112 @@
+"""The hf engine's memory on the default run's held-out evaluation, by prefix-cache size, in one run.
+
+    python benchmarks/engine_memory.py                                   # the embedded model, 64 episodes
+    python benchmarks/engine_memory.py --model runs/x/policy --cached-tokens 32768 16384 8192
+
+What the default run's actor process holds above its weights while it plays: the colocated engine's keys and
+values (the running batch's buffer and the prefix cache). The workload is a held-out evaluation of the default
+run (``--episodes`` Sokoban levels from seed 10,000, 3 turns of up to 32 new tokens, 1,024 tokens an episode,
+temperature 0.7, every episode at once against an engine of 16 rows), played in process by
+:func:`agents.episode.run_episode` as the environment actors do. A warmed-up policy (``--model``) answers
+as the run's do; the base model's answers are shorter and mostly invalid, so its episodes end sooner.
+
+Each ``--cached-tokens`` value (the engine's ``max_cached_tokens``) runs in its own process, with the same
+sampling seeds: the model loaded, then the peak resident memory's growth over the memory before the engine
+existed (``VmHWM`` reset through ``/proc/self/clear_refs``, minus ``VmRSS``), the prefix-cache hit rate, the
+largest decode buffer, wall time and success. JSON on stdout, one object per value, with ratios against the
+first value (the baseline, measured in the same run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import envs
+from agents.chat import ChatRenderer
+from agents.engines.base import SamplingParams
+from agents.engines.hf import HfEngine
+from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
+from agents.memory import peak_resident_mib, return_free_memory
+from agents.models import load_model, load_tokenizer
+
+
+async def play(args: argparse.Namespace) -> dict[str, float]:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model, tokenizer = load_model(args.model), load_tokenizer(args.model)
+    renderer = ChatRenderer(tokenizer)
+    return_free_memory()
+    before = peak_resident_mib()  # the model loaded; a new peak starts here
+    engine = HfEngine(model, max_batch_size=16, max_cached_tokens=args.cached_tokens[0], seed=0)
+    sampling = SamplingParams(max_new_tokens=32, temperature=0.7)
+    limits = EpisodeLimits(max_new_tokens=32, max_total_tokens=1024)
+    largest_buffer = 0.0
+
+    async def watch() -> None:
+        nonlocal largest_buffer
+        while True:
+            largest_buffer = max(largest_buffer, engine.stats().extra.get("decode_buffer_columns", 0.0))
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.ensure_future(watch())
+    started = time.perf_counter()
+    runs = [
+        run_episode(
+            envs.make("sokoban", max_turns=3), engine, renderer, EpisodeSpec("sokoban", seed, f"eval/{seed}"),
+            sampling=sampling, limits=limits,
+        )
+        for seed in range(10_000, 10_000 + args.episodes)
+    ]  # fmt: skip
+    trajectories = await asyncio.gather(*runs)
+    seconds = time.perf_counter() - started
+    watcher.cancel()
+    stats = engine.stats()
+    peak = peak_resident_mib()
+    await engine.close()
+    return {
+        "max_cached_tokens": args.cached_tokens[0],
+        "peak_growth_mib": peak - before if peak is not None and before is not None else float("nan"),
+        "prefix_hit_rate": stats.prefix_hit_rate,
+        "largest_decode_buffer_columns": largest_buffer,
+        "prefix_cache_tokens_at_end": stats.extra.get("prefix_cache_tokens", 0.0),
+        "seconds": seconds,
+        "success": sum(t.success for t in trajectories) / len(trajectories),
+        "generated_tokens": float(sum(t.num_sampled_tokens for t in trajectories)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2", help="smollm2 | tiny | a model dir")
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--cached-tokens", type=int, nargs="+", default=[32768, 16384, 8192])
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the colocated engine's one CPU)")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one value
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(asyncio.run(play(args))), flush=True)
+        return
+    results = []
+    for value in args.cached_tokens:
+        command = [
+            sys.executable, __file__, "--one", "--model", args.model, "--episodes", str(args.episodes),
+            "--cached-tokens", str(value), "--threads", str(args.threads),
+        ]  # fmt: skip
+        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        result = json.loads(output.strip().splitlines()[-1])
+        if results:
+            base = results[0]
+            result["peak_growth_vs_first"] = result["peak_growth_mib"] / base["peak_growth_mib"]
+            result["seconds_vs_first"] = result["seconds"] / base["seconds"]
+        results.append(result)
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
