@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import time
@@ -36,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from agents.engines.base import Engine, Generation, SamplingParams
+from agents.engines.base import Engine, ForgetsPrefixes, Generation, SamplingParams
 from agents.record import episode_return
 from agents.trajectory import Trajectory
 from envs.core import Message, TextEnv
@@ -277,11 +278,22 @@ async def run_episode(
     if policy_version is None:
         policy_version = (await engine.stats_async()).policy_version
     episode = _Episode(env, _new_trajectory(spec, policy_version), limits, observer)
+    error: Exception | None = None
     try:
         await _play_tokens(episode, engine, renderer, spec, sampling)
     except Exception as exc:
-        return episode.finish(exc)
-    return episode.finish(None)
+        error = exc
+    trajectory = episode.finish(error)
+    await _forget(engine, trajectory)
+    return trajectory
+
+
+async def _forget(engine: Engine, t: Trajectory) -> None:
+    """Tell an engine that caches prefixes that this episode's are no use any more (no turn will extend them):
+    ``ForgetsPrefixes``. Memory only; an engine that fails here has failed the next request anyway."""
+    if isinstance(engine, ForgetsPrefixes) and t.prompt_ids:
+        with contextlib.suppress(Exception):
+            await engine.forget_prefix(t.prompt_ids + t.response_ids)
 
 
 def renderer_for(renderer: Renderer, env: TextEnv) -> Renderer:

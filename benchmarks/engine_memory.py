@@ -1,30 +1,38 @@
-"""The hf engine's memory on the default run's held-out evaluation, by prefix-cache size, in one run.
+"""The hf engine's memory on the default run's held-out evaluation, in one run.
 
-    python benchmarks/engine_memory.py                                   # the embedded model, 64 episodes
-    python benchmarks/engine_memory.py --model runs/x/policy --cached-tokens 32768 16384 8192
+    python benchmarks/engine_memory.py                                  # the embedded model, 64 episodes
+    python benchmarks/engine_memory.py --model runs/x/policy --finished keep forget --concurrent 64 16
+    python benchmarks/engine_memory.py --cached-tokens 32768 16384 8192 --finished keep
 
 What the default run's actor process holds above its weights while it plays: the colocated engine's keys and
 values (the running batch's buffer and the prefix cache). The workload is a held-out evaluation of the default
-run (``--episodes`` Sokoban levels from seed 10,000, 3 turns of up to 32 new tokens, 1,024 tokens an episode,
-temperature 0.7, every episode at once against an engine of 16 rows), played in process by
-:func:`agents.episode.run_episode` as the environment actors do. A warmed-up policy (``--model``) answers
-as the run's do; the base model's answers are shorter and mostly invalid, so its episodes end sooner.
+run: ``--episodes`` Sokoban levels of ``configs/env/sokoban.yaml`` from seed 10,000, 3 turns of up to 32 new
+tokens, 1,024 tokens an episode, temperature 0.7, ``--concurrent`` episodes at once (the run's evaluation: all
+64) against an engine of 16 rows, played in process by :func:`agents.episode.run_episode` as the environment
+actors do. A warmed-up policy (``--model``) answers as the run's do; the base model's answers are mostly
+invalid, so its episodes differ.
 
-Each ``--cached-tokens`` value (the engine's ``max_cached_tokens``) runs in its own process, with the same
-sampling seeds: the model loaded, then the peak resident memory's growth over the memory before the engine
-existed (``VmHWM`` reset through ``/proc/self/clear_refs``, minus ``VmRSS``), the prefix-cache hit rate, the
-largest decode buffer, wall time and success. JSON on stdout, one object per value, with ratios against the
-first value (the baseline, measured in the same run).
+Configurations, each in its own process with the same sampling seeds: ``--finished`` (``keep``: a finished
+episode's prefixes stay until the LRU bound drops them, the engine before ``forget_prefix``; ``forget``: each
+episode's go when it ends), ``--cached-tokens`` (the engine's ``max_cached_tokens``) and ``--concurrent``.
+Measured: the peak resident memory's growth over the memory before the engine existed (``VmHWM`` reset
+through ``/proc/self/clear_refs``, minus ``VmRSS``), the prefix-cache hit rate, the largest decode buffer,
+wall time and success. JSON on stdout, one object per configuration, with ratios against the first (the
+baseline, measured in the same run).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
 import time
+from importlib import resources
+
+from omegaconf import OmegaConf
 
 import envs
 from agents.chat import ChatRenderer
@@ -33,6 +41,19 @@ from agents.engines.hf import HfEngine
 from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
 from agents.memory import peak_resident_mib, return_free_memory
 from agents.models import load_model, load_tokenizer
+
+
+class KeepFinished:
+    """The engine as one that cannot forget a finished episode's prefixes (the behaviour before it could):
+    every attribute but ``forget_prefix``, so :func:`agents.episode.run_episode` does not call it."""
+
+    def __init__(self, engine: HfEngine) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str):
+        if name == "forget_prefix":
+            raise AttributeError(name)
+        return getattr(self._engine, name)
 
 
 async def play(args: argparse.Namespace) -> dict[str, float]:
@@ -44,6 +65,12 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
     return_free_memory()
     before = peak_resident_mib()  # the model loaded; a new peak starts here
     engine = HfEngine(model, max_batch_size=16, max_cached_tokens=args.cached_tokens[0], seed=0)
+    player = engine if args.finished == "forget" else KeepFinished(engine)
+    options = {
+        **OmegaConf.to_container(OmegaConf.load(resources.files("configs") / "env" / "sokoban.yaml")),
+        "max_turns": 3,
+    }
+    options.pop("id")
     sampling = SamplingParams(max_new_tokens=32, temperature=0.7)
     limits = EpisodeLimits(max_new_tokens=32, max_total_tokens=1024)
     largest_buffer = 0.0
@@ -56,14 +83,16 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
 
     watcher = asyncio.ensure_future(watch())
     started = time.perf_counter()
-    runs = [
-        run_episode(
-            envs.make("sokoban", max_turns=3), engine, renderer, EpisodeSpec("sokoban", seed, f"eval/{seed}"),
-            sampling=sampling, limits=limits,
-        )
-        for seed in range(10_000, 10_000 + args.episodes)
-    ]  # fmt: skip
-    trajectories = await asyncio.gather(*runs)
+    at_once = asyncio.Semaphore(args.concurrent)
+
+    async def episode(seed: int):
+        async with at_once:
+            return await run_episode(
+                envs.make("sokoban", **options), player, renderer, EpisodeSpec("sokoban", seed, f"eval/{seed}"),
+                sampling=sampling, limits=limits,
+            )  # fmt: skip
+
+    trajectories = await asyncio.gather(*[episode(s) for s in range(10_000, 10_000 + args.episodes)])
     seconds = time.perf_counter() - started
     watcher.cancel()
     stats = engine.stats()
@@ -71,6 +100,8 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
     await engine.close()
     return {
         "max_cached_tokens": args.cached_tokens[0],
+        "concurrent_episodes": args.concurrent,
+        "finished": args.finished,
         "peak_growth_mib": peak - before if peak is not None and before is not None else float("nan"),
         "prefix_hit_rate": stats.prefix_hit_rate,
         "largest_decode_buffer_columns": largest_buffer,
@@ -86,17 +117,25 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2", help="smollm2 | tiny | a model dir")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--cached-tokens", type=int, nargs="+", default=[32768, 16384, 8192])
+    parser.add_argument("--concurrent", type=int, nargs="+", default=[64], help="episodes played at once")
+    parser.add_argument(
+        "--finished", nargs="+", default=["keep", "forget"], choices=["keep", "forget"],
+        help="finished episodes' prefixes: kept until the LRU bound drops them, or forgotten as each episode ends",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the colocated engine's one CPU)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one value
     args = parser.parse_args()
     if args.one:
+        args.concurrent, args.finished = args.concurrent[0], args.finished[0]
+    if args.one:
         print(json.dumps(asyncio.run(play(args))), flush=True)
         return
     results = []
-    for value in args.cached_tokens:
+    for finished, value, concurrent in itertools.product(args.finished, args.cached_tokens, args.concurrent):
         command = [
             sys.executable, __file__, "--one", "--model", args.model, "--episodes", str(args.episodes),
-            "--cached-tokens", str(value), "--threads", str(args.threads),
+            "--cached-tokens", str(value), "--concurrent", str(concurrent), "--threads", str(args.threads),
+            "--finished", finished,
         ]  # fmt: skip
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         result = json.loads(output.strip().splitlines()[-1])

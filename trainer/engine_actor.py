@@ -29,7 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.engines.base import DropsPrefixCache, Engine, EngineStats, Generation, SamplingParams, WeightSync
+from agents.engines.base import (
+    DropsPrefixCache,
+    Engine,
+    EngineStats,
+    ForgetsPrefixes,
+    Generation,
+    SamplingParams,
+    WeightSync,
+)
 
 __all__ = [
     "EngineClient",
@@ -70,6 +78,10 @@ class EngineHost:
     async def drop_prefix_cache(self) -> None:
         if isinstance(self.engine, DropsPrefixCache):
             await self.engine.drop_prefix_cache()
+
+    async def forget_prefix(self, token_ids: Sequence[int]) -> None:
+        if isinstance(self.engine, ForgetsPrefixes):
+            await self.engine.forget_prefix(token_ids)
 
     async def close(self) -> None:
         await self.engine.close()
@@ -118,6 +130,10 @@ class EngineClient:
     async def drop_prefix_cache(self) -> None:
         """Empty the engine's prefix cache, if its engine has one that can be (else nothing happens)."""
         await self.handle.drop_prefix_cache.remote()
+
+    async def forget_prefix(self, token_ids: Sequence[int]) -> None:
+        """Drop a finished episode's cached prefixes, if its engine can (else nothing happens)."""
+        await self.handle.forget_prefix.remote(list(token_ids))
 
     def factory(self) -> EngineClientFactory:
         """What to give a :class:`~trainer.rollout.RolloutManager`: each environment actor builds a client from it."""

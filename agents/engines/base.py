@@ -44,6 +44,7 @@ __all__ = [
     "Engine",
     "EngineStats",
     "FinishReason",
+    "ForgetsPrefixes",
     "Generation",
     "SamplingParams",
     "WeightSync",
@@ -195,6 +196,16 @@ class DropsPrefixCache(Protocol):
 
     async def drop_prefix_cache(self) -> None:
         """Forget every cached prefix and give its memory back; the weights and the policy version stay."""
+        ...
+
+
+@runtime_checkable
+class ForgetsPrefixes(Protocol):
+    """What an engine that can drop one finished conversation's cached prefixes adds to :class:`Engine`."""
+
+    async def forget_prefix(self, token_ids: Sequence[int]) -> None:
+        """Drop the cached prefixes that ``token_ids`` covers (each a prefix of it): a finished episode's own,
+        which no later turn extends. Only memory changes: a later request matching them prefills again."""
         ...
 
 

@@ -191,6 +191,8 @@ class HfEngine:
         self._waiting: deque[_Request] = deque()
         self._updates: deque[_Update] = deque()
         self._condition = threading.Condition()
+        # The batching loop reads and writes the prefix cache; forget_prefix, from the caller's thread, too.
+        self._prefix_lock = threading.Lock()
         self._closing = False
         self._failure: BaseException | None = None
         self._stats = EngineStats()
@@ -222,6 +224,17 @@ class HfEngine:
         policy version stay. Like a weight update it waits for the running sequences (an evaluation's prefixes are
         no use to training)."""
         await self._queue_update(_Update(None, -1, False, concurrent.futures.Future()))
+
+    async def forget_prefix(self, token_ids: Sequence[int]) -> None:
+        """Drop the cached prefixes that ``token_ids`` covers, a finished episode's own (``ForgetsPrefixes``), now.
+        An LRU bound alone would keep them until the cache is full, so an evaluation of many episodes would hold
+        every finished one's keys and values. Their memory goes back to the heap at once (the caller's thread
+        drops the last reference)."""
+        tokens = np.asarray(list(token_ids), dtype=np.int64)
+        with self._condition:
+            self._check_open()
+        with self._prefix_lock:
+            self._prefix.forget(tokens)
 
     async def _queue_update(self, update: _Update) -> None:
         with self._condition:
@@ -255,7 +268,8 @@ class HfEngine:
             self._closing = True
             self._condition.notify()
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
-        self._prefix.clear()
+        with self._prefix_lock:  # a forget_prefix must not put back what the clear drops
+            self._prefix.clear()
         self._batch = self._new_batch()
 
     def _new_batch(self) -> RunningBatch | StaticDecoder:
@@ -355,7 +369,8 @@ class HfEngine:
             self.model.load_state_dict(state_dict, strict=False)
         if isinstance(self._batch, StaticDecoder):
             self._batch.check_weights()  # load_state_dict copies in place: the captured graphs normally stay
-        self._prefix.clear()
+        with self._prefix_lock:  # a forget_prefix must not put back what the clear drops
+            self._prefix.clear()
         if isinstance(self._batch, RunningBatch):  # a StaticDecoder keeps its buffers: its graphs read them
             self._batch.release()  # no row runs: the decode buffers are allocated again by the next admission
         return_free_memory()  # the cleared prefix cache's keys and values; the learner trains next
@@ -383,7 +398,8 @@ class HfEngine:
             if request.future.cancelled():
                 continue
             limit = len(request.input_ids) - 1
-            prefix, cached = self._prefix.match(request.input_ids, limit=limit)
+            with self._prefix_lock:
+                prefix, cached = self._prefix.match(request.input_ids, limit=limit)
             shared = max((common_prefix_len(request.input_ids, other.input_ids) for other, _, _ in group), default=0)
             if min(shared, limit) > cached:  # once that member's prompt is cached, it serves this one better
                 with self._condition:
@@ -409,7 +425,8 @@ class HfEngine:
         ).logits[:, -1]
         kvs = [layout.row_kv(cache, row) for row in range(len(requests))]
         for request, kv, cached in zip(requests, kvs, layout.cached, strict=True):
-            self._prefix.insert(request.input_ids, kv)
+            with self._prefix_lock:
+                self._prefix.insert(request.input_ids, kv)
             request.cached_tokens, request.kv_tokens = cached, len(request.input_ids)
         with self._condition:
             self._stats.requests += len(requests)
@@ -472,7 +489,9 @@ class HfEngine:
         """Finish the request in ``row``: cache its keys/values, resolve it, and drop it from the batch."""
         request = self._running[row]
         tokens = np.concatenate([request.input_ids, np.asarray(request.output_ids[:-1], dtype=np.int64)])
-        self._prefix.insert(tokens, self._batch.extract(row))
+        kv = self._batch.extract(row)
+        with self._prefix_lock:
+            self._prefix.insert(tokens, kv)
         self._batch.remove(row)
         self._running[row] = self._running[-1]
         self._running.pop()

@@ -18,7 +18,8 @@
   keyed by their token ids. A request reuses the longest common prefix with any entry: a causal model's
   keys/values for the first ``k`` tokens do not depend on what follows, so any prefix of an entry is valid.
   An entry whose tokens are a prefix of a newer entry's tokens is dropped (the newer one covers it);
-  beyond ``max_tokens`` stored tokens the least recently used entries go.
+  beyond ``max_tokens`` stored tokens the least recently used entries go, and ``forget`` drops the entries a
+  finished conversation covers (its own: no later request extends it).
 
 Sequence keys/values travel as ``SequenceKV``: one tensor ``[layers, 2, heads, n, head_dim]`` (keys at index 0 of
 its second dimension, values at 1), and every batch buffer is one tensor ``[rows, layers, 2, heads, capacity,
@@ -307,6 +308,10 @@ class PrefixCache:
         self.entries.append(_Entry(tokens, kv, self._clock))
         while self.stored_tokens > self.max_tokens and self.entries:
             self.entries.remove(min(self.entries, key=lambda e: e.last_used))
+
+    def forget(self, tokens: np.ndarray) -> None:
+        """Drop the entries ``tokens`` covers (each entry's tokens a prefix of ``tokens``)."""
+        self.entries = [e for e in self.entries if common_prefix_len(e.tokens, tokens) < len(e.tokens)]
 
     def clear(self) -> None:
         self.entries = []

@@ -80,6 +80,9 @@ def test_tiny_model_trajectories_are_token_exact(tiny, temperature):
 
     # turns 2-5 of each episode reuse their prefix: well over half of all prompt tokens come from cache
     assert stats.prefix_hit_rate > 0.6
+    # and once an episode ends its keys and values go (an LRU bound alone would keep them: the cache holds 32k
+    # tokens): nothing is left of the two finished episodes
+    assert stats.extra["prefix_cache_tokens"] == 0
 
 
 def test_prompt_ids_are_the_chat_template_of_the_first_messages(tiny):

@@ -243,3 +243,5 @@ def test_the_real_stack_chat_renderer_and_hf_engine_actor(ray_session):
     # - 1 = len(prompt) + turn_end_indices[0] tokens per episode come from the prefix cache.
     assert stats.requests == 8
     assert stats.cached_prompt_tokens >= sum(len(t.prompt_ids) + t.turn_end_indices[0] for t in result.trajectories)
+    # each environment actor told the engine actor as its episode ended: no finished episode's keys/values stay
+    assert stats.extra["prefix_cache_tokens"] == 0

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from agents.engines.base import DropsPrefixCache, Engine, SamplingParams
+from agents.engines.base import DropsPrefixCache, Engine, ForgetsPrefixes, SamplingParams
 from agents.engines.hf import HfEngine
 
 VOCAB = 512
@@ -219,6 +219,25 @@ async def test_dropping_the_prefix_cache_keeps_the_weights_and_the_version():
     assert after.output_ids == reference_greedy(tiny_model(seed=0), second_input, 12)
     assert engine.stats().policy_version == 2
     assert isinstance(engine, DropsPrefixCache)
+
+
+async def test_forgetting_a_finished_conversation_frees_its_prefixes_only():
+    engine = HfEngine(tiny_model(seed=0), max_batch_size=4)
+    assert isinstance(engine, ForgetsPrefixes)
+    one, other = prompt(30), prompt(20, 5)
+    first = await engine.generate(one, GREEDY)
+    second = await engine.generate(other, GREEDY)
+    both = engine.stats().extra["prefix_cache_tokens"]
+    assert both == 30 + 12 - 1 + 20 + 12 - 1  # each finished sequence, less its last sampled token
+    await engine.forget_prefix(one + list(first.output_ids) + prompt(4, 3))  # the conversation went on, then ended
+    assert engine.stats().extra["prefix_cache_tokens"] == 20 + 12 - 1  # the other one's only, at once
+    again = await engine.generate(one + list(first.output_ids), GREEDY)
+    kept = await engine.generate(other + list(second.output_ids), GREEDY)
+    await engine.close()
+    assert again.cached_tokens == 0 and kept.cached_tokens == 20 + 12 - 1  # prefilled again; the other still hits
+    assert again.output_ids == reference_greedy(tiny_model(seed=0), one + list(first.output_ids), 12)
+    with pytest.raises(RuntimeError, match="closed"):
+        await engine.forget_prefix(one)
 
 
 async def test_update_waits_for_running_requests_by_default():

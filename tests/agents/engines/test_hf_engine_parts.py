@@ -102,3 +102,16 @@ def test_prefix_cache_evicts_least_recently_used():
     cache.match(np.array([1, 1, 9]), limit=2)  # touch the first
     cache.insert(np.array([3, 3, 3, 3]), sequence(4, 0.0))  # 12 > 10 tokens: the second (least recent) goes
     assert sorted(int(e.tokens[0]) for e in cache.entries) == [1, 3]
+
+
+def test_prefix_cache_forgets_the_entries_a_sequence_covers_and_keeps_the_rest():
+    cache = PrefixCache(max_tokens=100)
+    cache.insert(np.array([1, 2, 3, 4]), sequence(4, 0.0))  # a finished episode's last turn
+    cache.insert(np.array([1, 2, 7]), sequence(3, 0.0))  # another episode with the same first tokens
+    cache.insert(np.array([9, 9]), sequence(2, 0.0))
+    cache.forget(np.array([1, 2, 3, 4, 5, 6]))  # the first episode's whole token stream
+    assert sorted(e.tokens.tolist() for e in cache.entries) == [[1, 2, 7], [9, 9]]
+    cache.forget(np.array([1, 2]))  # covers no entry: a shared start alone drops nothing
+    assert cache.stored_tokens == 5
+    cache.forget(np.array([9, 9]))  # exactly an entry's tokens
+    assert [e.tokens.tolist() for e in cache.entries] == [[1, 2, 7]]
