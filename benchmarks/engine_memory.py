@@ -64,7 +64,9 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
     renderer = ChatRenderer(tokenizer)
     return_free_memory()
     before = peak_resident_mib()  # the model loaded; a new peak starts here
-    engine = HfEngine(model, max_batch_size=16, max_cached_tokens=args.cached_tokens[0], seed=0)
+    engine = HfEngine(
+        model, max_batch_size=16, prefill_batch_size=args.prefill_rows, max_cached_tokens=args.cached_tokens[0], seed=0
+    )
     player = engine if args.finished == "forget" else KeepFinished(engine)
     options = {
         **OmegaConf.to_container(OmegaConf.load(resources.files("configs") / "env" / "sokoban.yaml")),
@@ -102,6 +104,7 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
         "max_cached_tokens": args.cached_tokens[0],
         "concurrent_episodes": args.concurrent,
         "finished": args.finished,
+        "prefill_rows": args.prefill_rows,
         "peak_growth_mib": peak - before if peak is not None and before is not None else float("nan"),
         "prefix_hit_rate": stats.prefix_hit_rate,
         "largest_decode_buffer_columns": largest_buffer,
@@ -122,20 +125,22 @@ def main() -> None:
         "--finished", nargs="+", default=["keep", "forget"], choices=["keep", "forget"],
         help="finished episodes' prefixes: kept until the LRU bound drops them, or forgotten as each episode ends",
     )  # fmt: skip
+    parser.add_argument("--prefill-rows", type=int, nargs="+", default=[16], help="the engine's prefill_batch_size")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the colocated engine's one CPU)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one value
     args = parser.parse_args()
     if args.one:
-        args.concurrent, args.finished = args.concurrent[0], args.finished[0]
+        args.concurrent, args.finished, args.prefill_rows = args.concurrent[0], args.finished[0], args.prefill_rows[0]
     if args.one:
         print(json.dumps(asyncio.run(play(args))), flush=True)
         return
     results = []
-    for finished, value, concurrent in itertools.product(args.finished, args.cached_tokens, args.concurrent):
+    grid = itertools.product(args.finished, args.cached_tokens, args.concurrent, args.prefill_rows)
+    for finished, value, concurrent, prefill_rows in grid:
         command = [
             sys.executable, __file__, "--one", "--model", args.model, "--episodes", str(args.episodes),
             "--cached-tokens", str(value), "--concurrent", str(concurrent), "--threads", str(args.threads),
-            "--finished", finished,
+            "--finished", finished, "--prefill-rows", str(prefill_rows),
         ]  # fmt: skip
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         result = json.loads(output.strip().splitlines()[-1])
