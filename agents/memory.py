@@ -18,7 +18,7 @@ import functools
 import re
 from pathlib import Path
 
-__all__ = ["peak_resident_mib", "return_free_memory"]
+__all__ = ["peak_resident_mib", "resident_mib", "return_free_memory"]
 
 
 @functools.cache
@@ -36,16 +36,27 @@ def return_free_memory() -> bool:
     return bool(trim is not None and trim(0) >= 0)
 
 
+def resident_mib() -> float | None:
+    """This process's resident memory now (MiB, ``VmRSS``); ``None`` where ``/proc`` does not say (not Linux)."""
+    return _status_mib("VmRSS")
+
+
 def peak_resident_mib(reset: bool = True) -> float | None:
     """This process's peak resident memory (MiB) since it started or since the last reset, then (``reset``)
     start a new peak from the current resident memory: writing ``5`` to ``/proc/self/clear_refs`` sets
     ``VmHWM`` back to ``VmRSS``. ``None`` where ``/proc`` does not say (not Linux)."""
-    try:
-        found = re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text())
-        if found is None:
-            return None
-        if reset:
+    peak = _status_mib("VmHWM")
+    if peak is not None and reset:
+        try:
             Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            return None
+    return peak
+
+
+def _status_mib(field: str) -> float | None:
+    try:
+        found = re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text())
     except OSError:
         return None
-    return int(found.group(1)) / 1024
+    return int(found.group(1)) / 1024 if found else None

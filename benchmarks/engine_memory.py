@@ -39,7 +39,7 @@ from agents.chat import ChatRenderer
 from agents.engines.base import SamplingParams
 from agents.engines.hf import HfEngine
 from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
-from agents.memory import peak_resident_mib, return_free_memory
+from agents.memory import peak_resident_mib, resident_mib, return_free_memory
 from agents.models import load_model, load_tokenizer
 
 
@@ -63,9 +63,10 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
     model, tokenizer = load_model(args.model), load_tokenizer(args.model)
     renderer = ChatRenderer(tokenizer)
     return_free_memory()
-    before = peak_resident_mib()  # the model loaded; a new peak starts here
+    before = resident_mib()  # the model loaded
+    peak_resident_mib()  # a new peak from here
     engine = HfEngine(
-        model, max_batch_size=16, prefill_batch_size=args.prefill_rows, max_cached_tokens=args.cached_tokens[0], seed=0
+        model, max_batch_size=16, prefill_batch_size=args.prefill_rows, max_cached_tokens=args.cached_tokens, seed=0
     )
     player = engine if args.finished == "forget" else KeepFinished(engine)
     options = {
@@ -98,10 +99,10 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
     seconds = time.perf_counter() - started
     watcher.cancel()
     stats = engine.stats()
-    peak = peak_resident_mib()
+    peak = peak_resident_mib(reset=False)
     await engine.close()
     return {
-        "max_cached_tokens": args.cached_tokens[0],
+        "max_cached_tokens": args.cached_tokens,
         "concurrent_episodes": args.concurrent,
         "finished": args.finished,
         "prefill_rows": args.prefill_rows,
@@ -129,9 +130,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the colocated engine's one CPU)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one value
     args = parser.parse_args()
-    if args.one:
-        args.concurrent, args.finished, args.prefill_rows = args.concurrent[0], args.finished[0], args.prefill_rows[0]
-    if args.one:
+    if args.one:  # a child process: one value of each
+        for name in ("cached_tokens", "concurrent", "finished", "prefill_rows"):
+            setattr(args, name, getattr(args, name)[0])
         print(json.dumps(asyncio.run(play(args))), flush=True)
         return
     results = []

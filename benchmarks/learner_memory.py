@@ -26,16 +26,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import re
 import subprocess
 import sys
 import time
 
 INIT = "tcp://127.0.0.1:29613"
-
-
-def memory_kib(field: str) -> int:
-    return int(re.search(rf"{field}:\s+(\d+) kB", open("/proc/self/status").read()).group(1))
 
 
 def make_batch(args: argparse.Namespace, vocab: int):
@@ -68,7 +63,7 @@ def make_batch(args: argparse.Namespace, vocab: int):
 def measure(chunk: int, checkpointing: bool, args: argparse.Namespace) -> dict[str, float]:
     import torch
 
-    from agents.memory import return_free_memory
+    from agents.memory import peak_resident_mib, resident_mib, return_free_memory
     from agents.models import resolve_model
     from trainer.algos import Aggregation, PolicyLossSpec
     from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
@@ -99,15 +94,15 @@ def measure(chunk: int, checkpointing: bool, args: argparse.Namespace) -> dict[s
     for name, run in phases.items():
         gc.collect()
         return_free_memory()
-        before = memory_kib("VmRSS")
-        with open("/proc/self/clear_refs", "w") as f:  # "5": reset the peak resident set size (VmHWM)
-            f.write("5")
+        before = resident_mib()
+        peak_resident_mib()  # a new peak from here
         started = time.perf_counter()
         for _ in range(args.repeats):
             run()
         result[f"{name}_s"] = (time.perf_counter() - started) / args.repeats
-        result[f"{name}_peak_growth_mib"] = (memory_kib("VmHWM") - before) / 1024
-        result[f"{name}_peak_rss_mib"] = memory_kib("VmHWM") / 1024
+        peak = peak_resident_mib(reset=False)
+        result[f"{name}_peak_growth_mib"] = peak - before
+        result[f"{name}_peak_rss_mib"] = peak
     return result
 
 

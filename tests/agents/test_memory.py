@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.memory import peak_resident_mib, return_free_memory
+from agents.memory import peak_resident_mib, resident_mib, return_free_memory
 
 
 def test_a_reading_holds_the_peak_in_between_and_the_next_starts_from_the_current_memory() -> None:
@@ -26,3 +26,13 @@ def test_reading_without_reset_keeps_the_peak() -> None:
     del block
     first = peak_resident_mib(reset=False)
     assert first is not None and peak_resident_mib(reset=False) == pytest.approx(first, abs=1.0)
+
+
+def test_resident_memory_counts_a_written_block_while_it_lives() -> None:
+    before = resident_mib()
+    block = bytearray(128 * 2**20)
+    block[::4096] = b"x" * len(block[::4096])
+    during = resident_mib()
+    assert before is not None and during is not None and during - before >= 100
+    assert during <= peak_resident_mib(reset=False)  # the peak is never below the memory now
+    del block
