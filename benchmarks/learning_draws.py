@@ -45,6 +45,7 @@ from learning_run import TreeMemory
 from agents.trajectory import read_trajectories
 
 # The embedded model's RL settings (configs/training/model/smollm2.yaml): a policy directory loads as model=hf.
+DEFAULT_MAX_TURNS, DEFAULT_MAX_TOTAL_TOKENS = 3, 1024  # the main command's episodes
 SMOLLM2_RL = ["model.lr=1e-4", "model.critic_lr=1e-3", "model.lora_rank=32", "model.lora_alpha=64.0"]
 # Student's t quantile for a two-sided 95% interval, by degrees of freedom (draws - 1).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -89,6 +90,14 @@ def run_timed(command: list[str]) -> tuple[float, TreeMemory]:
     return time.perf_counter() - started, memory
 
 
+def episode_limits(args: argparse.Namespace) -> list[str]:
+    """The training overrides for ``--max-turns`` and ``--max-total-tokens``; none at their defaults, which are the
+    main command's own limits (and ``evaluate``'s)."""
+    if (args.max_turns, args.max_total_tokens) == (DEFAULT_MAX_TURNS, DEFAULT_MAX_TOTAL_TOKENS):
+        return []
+    return [f"rollout.max_turns={args.max_turns}", f"rollout.max_total_tokens={args.max_total_tokens}"]
+
+
 def same_settings(out: Path, args: argparse.Namespace, policy: Path) -> bool:
     """Whether ``out`` may be resumed: it holds nothing yet, or an earlier run's with these exact settings.
 
@@ -100,7 +109,7 @@ def same_settings(out: Path, args: argparse.Namespace, policy: Path) -> bool:
         "env_id": args.env_id, "env": args.env, "eval_episodes": args.eval_episodes, "eval_seed": args.eval_seed,
         "temperature": args.temperature, "sampling_seed": args.sampling_seed,
     }  # fmt: skip
-    if (args.max_turns, args.max_total_tokens) != (3, 1024):  # only when not the defaults: older folders resume
+    if episode_limits(args):  # only when not the defaults: older folders resume
         settings["limits"] = {"max_turns": args.max_turns, "max_total_tokens": args.max_total_tokens}
     path = out / "settings.json"
     if path.exists():
@@ -128,15 +137,13 @@ def main() -> None:
     parser.add_argument("--sampling-seed", type=int, default=None, help="agents.eval's sampling_seed (default: none)")
     parser.add_argument("--env-id", default="sokoban", help="the environment (default: sokoban, the main command's)")
     parser.add_argument("--env", nargs="*", default=[], help="env.<key>=<value> overrides for training and evaluation")
-    parser.add_argument("--max-turns", type=int, default=3, help="an episode's turns, training and evaluation")
-    parser.add_argument("--max-total-tokens", type=int, default=1024, help="an episode's token budget, likewise")
+    parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="an episode's turns (training, eval)")
+    parser.add_argument("--max-total-tokens", type=int, default=DEFAULT_MAX_TOTAL_TOKENS, help="its token budget")
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="turngym-draws-"))
     out.mkdir(parents=True, exist_ok=True)
-    limits = []  # the main command's own limits unless asked otherwise (they match evaluate's defaults)
-    if (args.max_turns, args.max_total_tokens) != (3, 1024):
-        limits = [f"rollout.max_turns={args.max_turns}", f"rollout.max_total_tokens={args.max_total_tokens}"]
+    limits = episode_limits(args)
     report: dict = {"algo": args.algo, "overrides": args.overrides, "env": args.env, "draws": []}
     started = time.perf_counter()
     if args.warmup is None:

@@ -181,15 +181,15 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
         c.write_report()
         log.info(_evaluation_line(metrics0))
     # The actor's peak memory per phase, while the phases take turns (one-step off-policy overlaps them).
-    peaks = _PhasePeaks(c.learner) if not config.algo.off_policy else None
-    await _peak(peaks, None)  # what set-up and the first evaluation held is not a step's
+    peaks = _PhasePeaks(c.learner, enabled=not config.algo.off_policy)
+    await peaks.read(None)  # what set-up and the first evaluation held is not a step's
     pending = rollout_task(config, c, step + 1, version)
     try:
         while step < config.trainer.total_steps:
             step += 1
             started = time.perf_counter()
             result, rollout_metrics = await pending
-            await _peak(peaks, "rollout")
+            await peaks.read("rollout")
             trajectories, filter_metrics = trainable(result, config.algo.filter_groups)
             if c.curriculum is not None and result.trajectories:  # the next rollouts' levels follow this success
                 c.curriculum.update(sum(t.success for t in result.trajectories) / len(result.trajectories))
@@ -207,13 +207,13 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
                 batch = build_batch(trajectories, c.pad_id)
                 on_policy = all(t.policy_version == version for t in trajectories)
                 metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
-                await _peak(peaks, "score")
+                await peaks.read("score")
                 metrics.update(estimate_advantages(batch, trajectories, config.algo, step=step))
                 generator = torch.Generator().manual_seed(update_shuffle_seed(config.trainer.seed, step))
                 update_started = time.perf_counter()
                 metrics.update(await update(batch, c.learner, config, generator))
                 metrics["time/update_s"] = time.perf_counter() - update_started
-                await _peak(peaks, "update")
+                await peaks.read("update")
                 if overlapping:  # weights change only between rollouts: every trajectory has one version
                     pending = await _settled(pending)
                 version += 1
@@ -230,13 +230,12 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
                     await _drop_evaluation_prefixes(c)
                 c.write_evaluation(step, episodes)
                 metrics.update(evaluation)
-                await _peak(peaks, "evaluation")
+                await peaks.read("evaluation")
                 log.info(_evaluation_line(evaluation))
             if not overlapping and step < config.trainer.total_steps:
                 pending = rollout_task(config, c, step + 1, version)
             metrics.update(timing_metrics(metrics, started, train_started))
-            if peaks is not None:
-                metrics.update(peaks.take())
+            metrics.update(peaks.take())
             c.writer.write(step, metrics)
             c.progress.update(step, metrics)
             c.faults.after_step(step, result)  # logs dropped groups; stops after trainer.max_failed_steps failed steps
@@ -257,12 +256,15 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
 
 class _PhasePeaks:
     """The actor's peak resident memory in each phase of a step (``memory/actor_<phase>_peak_gib``): each
-    reading ends a phase and starts the next one's peak (:meth:`trainer.learner.Learner.phase_peak_gib`)."""
+    reading ends a phase and starts the next one's peak (:meth:`trainer.learner.Learner.phase_peak_gib`).
+    Not ``enabled``: no reading, nothing logged."""
 
-    def __init__(self, learner: Any) -> None:
-        self.learner, self.readings = learner, {}
+    def __init__(self, learner: Any, enabled: bool) -> None:
+        self.learner, self.enabled, self.readings = learner, enabled, {}
 
     async def read(self, phase: str | None) -> None:
+        if not self.enabled:
+            return
         peak = await self.learner.phase_peak_gib()
         if phase is not None and peak is not None:
             self.readings[f"memory/actor_{phase}_peak_gib"] = peak
@@ -270,11 +272,6 @@ class _PhasePeaks:
     def take(self) -> dict[str, float]:
         readings, self.readings = self.readings, {}
         return readings
-
-
-async def _peak(peaks: _PhasePeaks | None, phase: str | None) -> None:
-    if peaks is not None:
-        await peaks.read(phase)
 
 
 def _evaluation_line(metrics: dict[str, float]) -> str:
