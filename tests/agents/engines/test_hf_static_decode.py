@@ -117,6 +117,43 @@ async def test_prefix_hits_after_retirement_equal_the_dynamic_step():
     assert (static_first.output_ids, static_second.output_ids) == (dynamic_first.output_ids, dynamic_second.output_ids)
 
 
+ON_CUDA = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param({"static_decode": True}, id="static"),
+        pytest.param({"device": "cuda", "cuda_graphs": True}, id="cuda-graphs", marks=ON_CUDA),
+    ],
+)
+async def test_a_forgotten_conversation_is_prefilled_again_with_the_dynamic_steps_tokens(mode):
+    one, other = prompt(30), prompt(20, 5)
+
+    async def conversations(engine, forget: bool):
+        first = await engine.generate(one, GREEDY)
+        second = await engine.generate(other, GREEDY)
+        if forget:
+            await engine.forget_prefix(one + list(first.output_ids))
+        held = engine.stats().extra["prefix_cache_tokens"]
+        again = await engine.generate(one + list(first.output_ids) + prompt(5, 9), GREEDY)
+        kept = await engine.generate(other + list(second.output_ids), GREEDY)
+        return held, again, kept
+
+    results = []
+    for options, forget in (({"device": mode.get("device", "cpu")}, False), (mode, True)):
+        engine = HfEngine(tiny_model(), max_batch_size=4, max_context=128, seed=0, **options)
+        try:
+            results.append(await conversations(engine, forget))
+        finally:
+            await engine.close()
+    (_, dynamic_again, dynamic_kept), (held, again, kept) = results
+    assert held == 20 + 12 - 1  # the other conversation's entry alone
+    assert (dynamic_again.cached_tokens, again.cached_tokens) == (30 + 12 - 1, 0)  # prefilled again
+    assert kept.cached_tokens == dynamic_kept.cached_tokens == 20 + 12 - 1
+    assert (again.output_ids, kept.output_ids) == (dynamic_again.output_ids, dynamic_kept.output_ids)
+
+
 async def test_a_weight_update_reaches_the_next_generation():
     engine = HfEngine(tiny_model(), max_context=128, seed=0, static_decode=True)
     try:
