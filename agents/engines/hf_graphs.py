@@ -38,14 +38,30 @@ captures while other threads of the process (a colocated learner) may use the de
 where they were at capture: ``load_state_dict`` copies into the same tensors, so graphs stay valid across weight
 updates; :meth:`StaticDecoder.check_weights` compares the parameters' addresses after every update and drops the
 graphs (re-captured on next use) if any tensor moved. On CPU (``graphs=False``) the same forward runs eagerly.
+
+Grouped-query attention (SmolLM2: 9 query heads over 3 key/value heads): with an attention mask, which this step
+always passes, transformers' ``sdpa`` (5.17, say) repeats each key/value head for its query heads (``repeat_kv``),
+a copy of ``[rows, heads, width, dim]`` for the keys and again for the values in every layer. The step runs under
+:func:`packed_decode_attention` instead: the single query token of each row is reshaped onto the key/value heads
+(query head ``h`` reads key/value head ``h // groups``, as ``repeat_kv`` pairs them) and attends over the buffers
+as they are. The arithmetic is the same dot products and softmax; newer transformers (5.24) do this themselves
+(``pack_gqa``). The model's attention implementation is switched for the step only (:func:`decode_attention`), so
+prefill keeps its own; a forward of another thread that overlaps the step (a colocated learner's) gets ``sdpa``'s
+masks and, for its many query tokens, ``sdpa`` itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface
 from transformers.cache_utils import Cache, DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from agents.engines.hf_kv import SequenceKV, batch_buffer_like
 
@@ -54,12 +70,61 @@ __all__ = [
     "ColumnWriteLayer",
     "StaticDecoder",
     "bucket_for",
+    "decode_attention",
     "decode_buckets",
     "decode_mode",
+    "packed_decode_attention",
 ]
 
 
 DEFAULT_DECODE_CAPACITY = 4096  # tokens per row of the static decode buffers (prompt included): eval.yaml's budget
+PACKED_DECODE_ATTENTION = "turngym_packed_decode"  # the attention implementation name the decode step runs under
+
+
+def packed_decode_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """``sdpa`` attention that, for one query token per row, attends over grouped key/value heads without repeating
+    them (module docstring); anything else (several query tokens, no groups) goes to transformers' ``sdpa``.
+
+    ``query`` is ``[rows, heads, 1, dim]``, ``key``/``value`` ``[rows, kv_heads, width, dim]`` (views of the decode
+    buffers), the mask broadcasts over heads; returns ``[rows, 1, heads, dim]`` as ``sdpa_attention_forward`` does.
+    """
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups == 1 or query.shape[2] != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    rows, heads, _, dim = query.shape
+    packed = query.reshape(rows, heads // groups, groups, dim)  # head h = kv_head * groups + g
+    output = F.scaled_dot_product_attention(
+        packed, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling
+    )
+    return output.reshape(rows, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(PACKED_DECODE_ATTENTION, packed_decode_attention)
+AttentionMaskInterface.register(PACKED_DECODE_ATTENTION, sdpa_mask)  # masks are built as for sdpa
+
+
+@contextlib.contextmanager
+def decode_attention(model: Any) -> Iterator[None]:
+    """Inside the block, ``model`` attends with :func:`packed_decode_attention` where it used ``sdpa``; outside,
+    as it was (other implementations are left alone)."""
+    config = model.config
+    if config._attn_implementation != "sdpa":
+        yield
+        return
+    config._attn_implementation = PACKED_DECODE_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = "sdpa"
 
 
 def decode_mode(device: torch.device, cuda_graphs: bool | None, static_decode: bool | None) -> tuple[bool, bool]:
@@ -218,14 +283,15 @@ class StaticDecoder:
         rows = self._row_index[:bucket]
         layers = [ColumnWriteLayer(kv[:, layer, 0], kv[:, layer, 1], rows, columns) for layer in range(kv.shape[1])]
         cache = Cache(layers=layers)
-        return self.model(
-            input_ids=self._input_ids[:bucket],
-            position_ids=positions,
-            attention_mask=mask[:, None, None, :],  # [bucket, 1, 1, width]: 4D, taken as is
-            use_cache=True,
-            logits_to_keep=1,
-            **{self.cache_keyword: cache},
-        ).logits[:, -1]
+        with decode_attention(self.model):
+            return self.model(
+                input_ids=self._input_ids[:bucket],
+                position_ids=positions,
+                attention_mask=mask[:, None, None, :],  # [bucket, 1, 1, width]: 4D, taken as is
+                use_cache=True,
+                logits_to_keep=1,
+                **{self.cache_keyword: cache},
+            ).logits[:, -1]
 
     def _replay(self, bucket: int, width: int) -> torch.Tensor:
         if (bucket, width) not in self._captured:

@@ -11,7 +11,14 @@ import torch
 
 from agents.engines.base import SamplingParams
 from agents.engines.hf import HfEngine
-from agents.engines.hf_graphs import StaticDecoder, bucket_for, decode_buckets, decode_mode
+from agents.engines.hf_graphs import (
+    StaticDecoder,
+    bucket_for,
+    decode_attention,
+    decode_buckets,
+    decode_mode,
+    packed_decode_attention,
+)
 from agents.engines.hf_kv import RunningBatch, sequence_kv
 from tests.agents.engines.test_hf_batched_prefill import max_logprob_difference, run_together
 from tests.agents.engines.test_hf_engine import GREEDY, prompt, reference_greedy, tiny_model
@@ -74,6 +81,39 @@ def test_a_step_attends_over_the_smallest_column_bucket_holding_every_row():
     decoder.remove(1)
     decoder.step([1, 2])  # rows of 5 and 12 tokens: 64 columns again, 2 rows
     assert shapes == [(4, 64), (4, 128), (2, 64)]
+
+
+def test_packed_decode_attention_is_attention_over_each_query_heads_own_key_value_head():
+    torch.manual_seed(0)
+    rows, heads, kv_heads, width, dim = 3, 6, 2, 5, 4
+    module = torch.nn.Module()
+    module.num_key_value_groups = heads // kv_heads
+    query = torch.randn(rows, heads, 1, dim)
+    key, value = torch.randn(rows, kv_heads, width, dim), torch.randn(rows, kv_heads, width, dim)
+    visible = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    mask = (~visible).float()[:, None, None, :] * torch.finfo(torch.float32).min
+    output, weights = packed_decode_attention(module, query, key, value, mask, scaling=0.5)
+    assert output.shape == (rows, 1, heads, dim) and weights is None
+    for r in range(rows):
+        for h in range(heads):
+            k, v = key[r, h // 3, visible[r]], value[r, h // 3, visible[r]]  # query heads 0-2 read kv head 0
+            expected = torch.softmax(k @ query[r, h, 0] * 0.5, dim=0) @ v
+            torch.testing.assert_close(output[r, 0, h], expected, atol=1e-6, rtol=1e-5)
+
+
+def test_decode_attention_switches_the_model_for_the_block_only_and_leaves_longer_forwards_as_they_were():
+    model = tiny_model()
+    ids, padding = torch.tensor([prompt(6), prompt(6, 3)]), torch.tensor([[1] * 6, [0, 0, 1, 1, 1, 1]])
+    with torch.no_grad():
+        before = model(input_ids=ids, attention_mask=padding).logits
+        with decode_attention(model):
+            assert model.config._attn_implementation == "turngym_packed_decode"
+            inside = model(input_ids=ids, attention_mask=padding).logits  # many query tokens, a padding mask
+        assert model.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(inside, before, atol=0, rtol=0)
+    model.config._attn_implementation = "eager"
+    with decode_attention(model):
+        assert model.config._attn_implementation == "eager"  # only sdpa is replaced
 
 
 async def static_and_dynamic(workload, **options) -> tuple[list, list, HfEngine]:
