@@ -35,6 +35,7 @@ __all__ = [
     "compose_config",
     "env_options",
     "rewrite_overrides",
+    "turn_cap_note",
     "typed_config",
 ]
 
@@ -93,6 +94,18 @@ def align_env_turns(env: dict[str, Any], max_turns: int | None) -> None:
     if max_turns is not None and "max_turns" in env:
         current = env["max_turns"]
         env["max_turns"] = max_turns if current is None else min(int(current), max_turns)
+
+
+def turn_cap_note(env: dict[str, Any], max_turns: int | None, option: str) -> str | None:
+    """After :func:`align_env_turns`: one line saying that the environment's own turn limit, below the loop's
+    (``option``, the setting that holds ``max_turns``), is what ends the episodes; ``None`` when it is not."""
+    own = env.get("max_turns")
+    if max_turns is None or own is None or int(own) >= max_turns:
+        return None
+    return (
+        f"episodes end after at most {own} turn(s): env.max_turns={own} is below {option}={max_turns} "
+        "(the smaller limit wins; raise env.max_turns to play more)"
+    )
 
 
 def env_options(config: Any) -> dict[str, Any]:

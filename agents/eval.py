@@ -156,6 +156,7 @@ async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSumma
     Progress goes to ``stream`` (default standard error): :class:`agents.eval_progress.EvalProgress`.
     """
     import envs
+    from agents.command_config import turn_cap_note
     from agents.config import env_options
     from agents.episode import EpisodeSpec
     from agents.eval_progress import EvalProgress
@@ -172,6 +173,8 @@ async def evaluate(config: EvalConfig, *, stream: Any = None) -> tuple[EvalSumma
     check_agent_model(config.agent, config.model)
     title = f"{config.episodes} episodes of {env_id}, agent={config.agent}, {config.concurrency} at a time"
     progress = EvalProgress(config.episodes, title, enabled=config.progress, stream=stream)
+    if note := turn_cap_note(config.env, config.max_turns, "max_turns"):
+        print(f"eval: {note}", file=progress.stream, flush=True)
     if config.agent in MODEL_KINDS and config.progress:
         print(f"eval: loading model={config.model} ...", file=progress.stream, flush=True)
     policy = make_policy(

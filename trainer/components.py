@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.command_config import turn_cap_note
 from agents.engines.base import Engine
 from agents.engines.registry import engine_kind
 from agents.trajectory import Trajectory
@@ -154,6 +155,8 @@ async def _start_components(
     run_dir, resume_from = _prepare_run_dir(config)
     closers.append(open_run_log(run_dir))
     log.info("run directory %s; preparing the model %s", run_dir, config.model.name)
+    if note := turn_cap_note(config.env, config.rollout.max_turns, "rollout.max_turns"):
+        log.info(note)
     model_path = resolve_model(config.model.name)
     hardware = Hardware.detect()  # once: both plans below are for this machine
     plan = plan_run(config, model_path, hardware)

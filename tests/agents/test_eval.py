@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import math
 import subprocess
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.eval import main, summarize
+from agents.config import compose_eval_config, to_eval_config
+from agents.eval import evaluate, main, summarize
 from agents.eval_progress import EvalProgress
 from agents.trajectory import Trajectory, read_trajectories
 
@@ -182,3 +184,18 @@ def test_a_sampling_seed_replays_the_same_episodes(tmp_path):
     assert first == again  # the same tokens at temperature 1 (one episode at a time: batching changes the logits)
     assert play("c", "sampling_seed=4") != first
     assert main(["env=sokoban", "sampling_seed=-1", "progress=false"]) == 2
+
+
+def test_an_environment_limit_below_the_evaluations_is_said_once(tmp_path):
+    def evaluation_output(max_turns: int) -> str:
+        args = ["env=sokoban", "agent=oracle", "episodes=1", f"max_turns={max_turns}", f"out={tmp_path / 'e.jsonl'}"]
+        stream = io.StringIO()
+        asyncio.run(evaluate(to_eval_config(compose_eval_config([*args, "progress=false"])), stream=stream))
+        return stream.getvalue()
+
+    # configs/env/sokoban.yaml says 5 turns: max_turns=8 still plays 5, and the evaluation says why
+    assert evaluation_output(8).splitlines() == [
+        "eval: episodes end after at most 5 turn(s): env.max_turns=5 is below max_turns=8 "
+        "(the smaller limit wins; raise env.max_turns to play more)"
+    ]
+    assert evaluation_output(2) == ""  # the loop's own limit is the smaller: nothing to say

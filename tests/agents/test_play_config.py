@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import configs
 import envs
-from agents.command_config import rewrite_overrides
+from agents.command_config import align_env_turns, rewrite_overrides, turn_cap_note
 from agents.config import PlayConfig, UsageError, compose_play_config, env_options, to_play_config
 
 CONFIG_ROOT = Path(configs.__file__).parent
@@ -92,3 +92,18 @@ def test_usage_errors_are_one_line(overrides, message):
     with pytest.raises(UsageError, match=message.replace("[", r"\[")) as caught:
         to_play_config(compose_play_config(overrides))
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("own", "loop", "said"),
+    [(5, 8, True), (5, 5, False), (5, 3, False), (None, 8, False), (5, None, False)],
+)
+def test_turn_cap_note_speaks_only_when_the_environments_limit_is_the_smaller(own, loop, said):
+    env = {"id": "sokoban", "max_turns": own}
+    align_env_turns(env, loop)
+    note = turn_cap_note(env, loop, "rollout.max_turns")
+    assert (note is not None) == said
+    if said:
+        assert note.startswith(
+            f"episodes end after at most {own} turn(s): env.max_turns={own} is below rollout.max_turns="
+        )
