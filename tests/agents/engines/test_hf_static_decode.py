@@ -157,7 +157,8 @@ async def test_prefix_hits_after_retirement_equal_the_dynamic_step():
     assert (static_first.output_ids, static_second.output_ids) == (dynamic_first.output_ids, dynamic_second.output_ids)
 
 
-ON_CUDA = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+ON_CUDA = [pytest.mark.gpu, NEEDS_CUDA]
 
 
 @pytest.mark.parametrize(
@@ -254,7 +255,7 @@ def test_bad_options_raise_with_the_fix():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@NEEDS_CUDA
 async def test_cuda_graphs_give_the_eager_static_and_dynamic_tokens():
     """On CUDA: the graphed decode (captured per bucket, replayed) against the eager static and the dynamic step.
 
