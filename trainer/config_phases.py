@@ -24,12 +24,16 @@ class SftOptions:
     ``source``: ``oracle`` (the environment's oracle plays ``episodes`` seeds from ``seed``),
     ``files`` (JSONL trajectories, filtered: rejection-sampling fine-tuning), or ``mix`` (both).
     ``lora_rank`` 0 fine-tunes every weight; LoRA adapters are merged into the weights afterwards.
+    ``oracle_noise``: the probability that an oracle turn is a random valid action instead, kept as context
+    and not trained on, so the examples show the oracle recovering from positions off its path
+    (:func:`trainer.sft_data.oracle_trajectories`); 0 plays the oracle alone.
     """
 
     warmup: str = "auto"  # auto | true | false
     source: str = "oracle"  # oracle | files | mix
     episodes: int = 256
     seed: int = 1_000_000
+    oracle_noise: float = 0.0
     files: list[str] = field(default_factory=list)
     success_only: bool = True
     min_return: float | None = None
@@ -72,6 +76,8 @@ def check_phases(config) -> None:
             raise UsageError(f"sft.{name} must be >= 1, got {getattr(sft, name)}")
     if sft.lr <= 0 or sft.lora_rank < 0 or sft.warmup_steps < 0:
         raise UsageError("sft.lr must be > 0, sft.lora_rank and sft.warmup_steps >= 0")
+    if not 0.0 <= sft.oracle_noise < 1.0:
+        raise UsageError(f"sft.oracle_noise must be in [0, 1) (0: the oracle alone), got {sft.oracle_noise}")
     if sft.source in ("files", "mix") and not sft.files:
         raise UsageError(f"sft.source={sft.source} reads trajectories: give sft.files=[path.jsonl,...]")
     if evaluation.episodes < 1 or evaluation.every < 0:

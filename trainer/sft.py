@@ -46,6 +46,8 @@ usage: python -m trainer.sft env=<id> [model=smollm2] [sft.<key>=<value> ...] [t
 Supervised fine-tuning on token-exact trajectories: the environment's oracle (sft.source=oracle,
 sft.episodes=256 from sft.seed), JSONL trajectories written by agents.eval / agents.play / training samples
 (sft.source=files sft.files=[a.jsonl,...], sft.success_only=true sft.min_return=<r>), or both (sft.source=mix).
+  sft.oracle_noise=0.2: a fifth of the oracle's turns are random moves, kept as context, so the examples show
+  it recovering from positions off its path (0: the oracle alone)
   sft.epochs=1 sft.batch_size=8 sft.lr=5e-5 sft.lora_rank=0 (0: every weight) sft.warmup_steps=2
   rollout.max_turns / max_new_tokens / max_total_tokens   the episode limits the examples respect
 Writes <run_dir>/policy (Hugging Face format), metrics.jsonl and data.jsonl; default run_dir runs/sft/<env>-<time>.
@@ -113,7 +115,9 @@ async def sft_examples(config: TrainConfig, renderer: Any, vocab_size: int) -> t
     if sft.source in ("oracle", "mix"):
         limits = EpisodeLimits(rollout.max_turns, rollout.max_new_tokens, rollout.max_total_tokens)
         seeds = range(sft.seed, sft.seed + sft.episodes)
-        played, dropped = await oracle_trajectories(config.env["id"], env_options(config), seeds, renderer, limits)
+        played, dropped = await oracle_trajectories(
+            config.env["id"], env_options(config), seeds, renderer, limits, noise=sft.oracle_noise
+        )
         examples += played
     if sft.source in ("files", "mix"):
         keep = TrajectoryFilter(success_only=sft.success_only, min_return=sft.min_return)

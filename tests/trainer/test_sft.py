@@ -50,6 +50,42 @@ def test_oracle_data_is_deterministic_and_keeps_only_finished_episodes(renderer)
     assert dropped == sum(moves > 5 for moves in optimal) > 0
 
 
+def test_oracle_noise_turns_are_context_and_the_oracle_recovers_from_them(renderer):
+    """With ``noise``, every trained turn is the oracle's move from the position it was played in, every masked
+    turn a random move that differs from it; the examples are seeded, and noise 0 is the oracle alone."""
+    options = {"max_turns": 12, "max_actions_per_turn": 1, "safe_line": True}
+    limits = EpisodeLimits(max_turns=12, max_new_tokens=16, max_total_tokens=4096)
+    seeds = range(24)
+    noisy, _ = asyncio.run(oracle_trajectories("frozenlake", options, seeds, renderer, limits, noise=0.4))
+    again, _ = asyncio.run(oracle_trajectories("frozenlake", options, seeds, renderer, limits, noise=0.4))
+    assert [_untimed(t) for t in noisy] == [_untimed(t) for t in again]
+    plain, _ = asyncio.run(oracle_trajectories("frozenlake", options, seeds, renderer, limits))
+    clean, _ = asyncio.run(oracle_trajectories("frozenlake", options, seeds, renderer, limits, noise=0.0))
+    assert [_untimed(t) for t in plain] == [_untimed(t) for t in clean]
+    random_turns = trained_turns = 0
+    for trajectory in noisy:
+        assert trajectory.success
+        trajectory.validate()
+        env = envs.make("frozenlake", **options)
+        env.reset(seed=trajectory.seed)
+        actions = [m["content"] for m in trajectory.messages if m["role"] == "assistant"]
+        start = 0
+        for action, end in zip(actions, trajectory.turn_end_indices, strict=True):
+            assert trajectory.response_mask[end] == 1  # every turn ends on a sampled token, the end of turn
+            trained = any(trajectory.response_mask[start:end])
+            assert (action == env.oracle()[0]) == trained, (trajectory.seed, action)
+            random_turns += not trained
+            trained_turns += trained
+            env.step(action)
+            start = end + 1
+    assert random_turns >= 5 and trained_turns > random_turns
+    shortest = {t.seed: t.num_turns for t in plain}  # a detour only lengthens an episode
+    assert all(t.num_turns >= shortest[t.seed] for t in noisy)
+    assert sum(t.num_turns > shortest[t.seed] for t in noisy) >= 3
+    with pytest.raises(ValueError, match="noise"):
+        asyncio.run(oracle_trajectories("frozenlake", options, seeds, renderer, limits, noise=1.0))
+
+
 def _untimed(trajectory: Trajectory) -> dict:
     return {k: v for k, v in trajectory.to_dict().items() if k != "timings"}
 
