@@ -100,12 +100,15 @@ class AgentRollout:
         sampling: SamplingParams,
         limits: EpisodeLimits | None = None,
         policy_version: int = 0,
+        max_in_flight: int | None = None,
     ) -> RolloutResult:
-        """Play every group of ``requests`` with the agent (rules: module docstring)."""
+        """Play every group of ``requests`` with the agent (rules: module docstring); ``max_in_flight`` lowers
+        ``max_concurrent_episodes`` for this call."""
         await self.start()
         started = time.perf_counter()
         counts = dict.fromkeys(METRIC_NAMES, 0.0)
-        limit = asyncio.Semaphore(self.config.max_concurrent_episodes)
+        cap = self.config.max_concurrent_episodes
+        limit = asyncio.Semaphore(cap if max_in_flight is None else max(1, min(cap, max_in_flight)))
         failed: list[Trajectory] = []
 
         async def episode(group_id: str, request: GroupRequest, index: int) -> list[Trajectory]:

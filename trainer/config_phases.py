@@ -54,6 +54,9 @@ class EvaluationOptions:
 
     ``temperature``: null plays at the rollout temperature (with per-turn seeds, so the same policy gives
     the same episodes); 0 plays greedily. ``every`` 0 evaluates only before the first update and after the last.
+    ``max_concurrent_episodes``: held-out episodes in flight at once, across the environment actors (null: all of
+    them, within ``rollout.max_concurrent_episodes`` per actor). Each holds its conversation's keys and values in
+    the engine between turns, so more than the engine's rows cost memory and gain little.
     """
 
     enabled: bool = True
@@ -61,6 +64,7 @@ class EvaluationOptions:
     seed: int = 10_000
     every: int = 5
     temperature: float | None = None
+    max_concurrent_episodes: int | None = 16
 
 
 def check_phases(config) -> None:
@@ -82,6 +86,11 @@ def check_phases(config) -> None:
         raise UsageError(f"sft.source={sft.source} reads trajectories: give sft.files=[path.jsonl,...]")
     if evaluation.episodes < 1 or evaluation.every < 0:
         raise UsageError("evaluation.episodes must be >= 1 and evaluation.every >= 0")
+    if evaluation.max_concurrent_episodes is not None and evaluation.max_concurrent_episodes < 1:
+        raise UsageError(
+            "evaluation.max_concurrent_episodes must be >= 1 (null: every held-out episode at once), "
+            f"got {evaluation.max_concurrent_episodes}"
+        )
     if evaluation.temperature is not None and evaluation.temperature < 0:
         raise UsageError(f"evaluation.temperature must be >= 0 (0: greedy) or null, got {evaluation.temperature}")
     trained = training_seed_range(trainer.seed, trainer.total_steps, trainer.groups_per_step)

@@ -76,7 +76,13 @@ async def evaluate_held_out(
         temperature=evaluation.temperature,  # None: the rollout's
         step_timeout_s=options.step_timeout_s,
     )
-    result = await rollout.collect(requests, sampling=sampling, limits=limits, policy_version=policy_version)
+    result = await rollout.collect(
+        requests,
+        sampling=sampling,
+        limits=limits,
+        policy_version=policy_version,
+        max_in_flight=evaluation.max_concurrent_episodes,
+    )
     episodes = [t for group in result.groups for t in group]
     metrics = held_out_metrics(episodes) if episodes else {"eval/episodes": 0.0}
     metrics["eval/missing"] = float(evaluation.episodes - len(episodes))

@@ -24,6 +24,11 @@ calls as they finish:
   (Python cannot stop a thread; each timed-out step may leave one running);
 * at ``collect_timeout_s`` every unfinished call is cancelled and the unfinished groups are dropped.
 
+``max_in_flight`` caps the episodes one ``collect`` has in flight across all actors (the others wait, in
+request order, and start as episodes finish); each actor's own ``max_concurrent_episodes`` still applies.
+Every episode in flight holds its conversation's keys and values in the engine between turns, so the cap
+bounds the engine's memory where more episodes than the engine has rows would only wait.
+
 A configuration error in a worker (an unknown environment id) or a bug in the rollout code raises
 out of ``collect``. The engine actor is not the manager's: if it dies, every episode ends in
 ``error`` (engine failure), the groups are dropped and the metrics say so; its owner restarts it.
@@ -33,6 +38,7 @@ Every count is in :attr:`RolloutResult.metrics`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import time
 from collections.abc import Callable, Sequence
@@ -162,9 +168,13 @@ class RolloutManager:
         limits: EpisodeLimits | None = None,
         policy_version: int | None = None,
         timeout_s: float | None = None,
+        max_in_flight: int | None = None,
     ) -> RolloutResult:
-        """Play every group; return the complete ones in request order (``timeout_s`` overrides the deadline)."""
-        run = _CollectRun(self, sampling, limits, policy_version)
+        """Play every group; return the complete ones in request order (``timeout_s`` overrides the deadline;
+        ``max_in_flight``: at most this many episodes at once, module docstring)."""
+        if max_in_flight is not None and max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1 or None, got {max_in_flight}")
+        run = _CollectRun(self, sampling, limits, policy_version, max_in_flight)
         timeout_s = timeout_s if timeout_s is not None else self.config.collect_timeout_s
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for request in groups:
@@ -181,6 +191,7 @@ class RolloutManager:
                 done, _ = await asyncio.wait(run.pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
                 for future in done:
                     run.settle(future)
+                run.start_waiting()
         except BaseException:
             # Cancelled (the run is stopping) or failed: the episodes still in flight are abandoned, and their
             # futures cancelled, so that the actors' deaths at close do not surface as unretrieved exceptions.
@@ -217,8 +228,11 @@ class _CollectRun:
         sampling: SamplingParams | None,
         limits: EpisodeLimits | None,
         policy_version: int | None,
+        max_in_flight: int | None = None,
     ) -> None:
         self.manager = manager
+        self.max_in_flight = max_in_flight
+        self.waiting: collections.deque[tuple[EpisodeSpec, int]] = collections.deque()  # over the cap, in order
         self.config = manager.config
         self.args = (sampling, limits, policy_version)
         self.started = time.perf_counter()
@@ -236,10 +250,20 @@ class _CollectRun:
         self.by_id[group.group_id] = group
 
     def dispatch(self, spec: EpisodeSpec, attempt: int) -> None:
+        if self.max_in_flight is not None and len(self.pending) >= self.max_in_flight:
+            self.waiting.append((spec, attempt))
+            return
         actor = self.manager._pick_actor()
         ref = actor.handle.run_episodes.remote([spec], *self.args)
         actor.in_flight += 1
         self.pending[asyncio.wrap_future(ref.future())] = _Call(spec, actor, ref, attempt)
+
+    def start_waiting(self) -> None:
+        """Dispatch waiting episodes (of groups still playing) while the cap allows."""
+        while self.waiting and (self.max_in_flight is None or len(self.pending) < self.max_in_flight):
+            spec, attempt = self.waiting.popleft()
+            if not self.by_id[spec.group_id].dropped:
+                self.dispatch(spec, attempt)
 
     def settle(self, future: asyncio.Future) -> None:
         call = self.pending.pop(future, None)
@@ -319,10 +343,11 @@ class _CollectRun:
             self._cancel(future, call)
 
     def stop_at_deadline(self) -> None:
-        if not self.pending:
+        if not self.pending and not self.waiting:
             return
         self.counts["deadline_exceeded"] = 1.0
-        unfinished = {call.spec.group_id for call in self.pending.values()}
+        unfinished = {call.spec.group_id for call in self.pending.values()} | {s.group_id for s, _ in self.waiting}
+        self.waiting.clear()
         self.cancel_all()
         for group in self.groups:
             if group.group_id in unfinished and not group.dropped:

@@ -154,8 +154,10 @@ class Rollout(Protocol):
         sampling: SamplingParams,
         limits: EpisodeLimits | None = None,
         policy_version: int = 0,
+        max_in_flight: int | None = None,
     ) -> RolloutResult:
-        """Play every group of ``groups`` at ``policy_version``; return the complete groups and the counts."""
+        """Play every group of ``groups`` at ``policy_version``, at most ``max_in_flight`` episodes at once (None:
+        the rollout's own limits); return the complete groups and the counts."""
         ...
 
     def close(self) -> object:

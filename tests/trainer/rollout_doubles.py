@@ -78,7 +78,8 @@ class FixedEngine:
         self.version = policy_version
 
     def stats(self) -> EngineStats:
-        return EngineStats(requests=self.requests, policy_version=self.version)
+        extra = {"max_concurrent": float(self.max_concurrent)}
+        return EngineStats(requests=self.requests, policy_version=self.version, extra=extra)
 
     async def stats_async(self) -> EngineStats:
         return self.stats()

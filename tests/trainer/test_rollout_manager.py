@@ -153,6 +153,32 @@ def test_a_killed_actor_is_replaced_and_its_episodes_run_elsewhere(manager):
     assert [len(group) for group in result.groups] == [2, 2, 2, 2]
 
 
+def test_max_in_flight_caps_the_episodes_at_once_and_the_rest_wait_their_turn(ray_session):
+    """Every episode waits on the engine for most of its life (0.1 s a turn), so the engine's most requests in
+    flight is the most episodes in flight: the cap, reached; without it, every episode at once."""
+    for cap, expected in ((3, 3), (None, 8)):
+        slow = launch_engine_actor(functools.partial(FixedEngine, action="go", delay_s=0.1), num_cpus=0.25)
+        with make_manager(slow) as manager:
+            result = collect(manager, group_requests("test-counter", seeds=range(8), group_size=1), max_in_flight=cap)
+        assert [group[0].seed for group in result.groups] == list(range(8))
+        assert result.metrics["rollout/groups_completed"] == 8
+        assert slow.stats().extra["max_concurrent"] == expected
+        ray.kill(slow.handle)
+    with pytest.raises(ValueError, match="max_in_flight must be >= 1"):
+        asyncio.run(manager.collect(group_requests("test-counter", seeds=[0], group_size=1), max_in_flight=0))
+
+
+def test_episodes_still_waiting_at_the_deadline_drop_their_groups(engine):
+    with make_manager(engine) as manager:
+        slow = {"turns": 4, "step_sleep_s": 0.25}  # one episode takes about 1 s: one plays, three wait
+        groups = group_requests("test-counter", seeds=range(4), group_size=1, env_options=slow)
+        result = collect(manager, groups, max_in_flight=1, timeout_s=1.6)
+    m = result.metrics
+    assert m["rollout/deadline_exceeded"] == 1 and m["rollout/groups_completed"] >= 1
+    assert m["rollout/groups_completed"] + m["rollout/groups_dropped_deadline"] == 4
+    assert [group[0].seed for group in result.groups] == list(range(int(m["rollout/groups_completed"])))
+
+
 def test_actors_that_keep_dying_raise_after_max_actor_restarts(engine):
     config = RolloutConfig(num_env_actors=1, max_actor_restarts=1)
     # The first crash is replaced (1 restart allowed) and the episode re-dispatched; it crashes the

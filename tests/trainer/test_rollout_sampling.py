@@ -16,8 +16,8 @@ class RecordingRollout:
     def __init__(self) -> None:
         self.calls: list[dict] = []
 
-    async def collect(self, requests, *, sampling, limits, policy_version):
-        self.calls.append({"requests": requests, "sampling": sampling, "limits": limits})
+    async def collect(self, requests, *, sampling, limits, policy_version, max_in_flight=None):
+        self.calls.append({"requests": requests, "sampling": sampling, "limits": limits, "in_flight": max_in_flight})
         return RolloutResult()
 
 
@@ -40,3 +40,10 @@ def test_held_out_evaluation_samples_with_the_rollout_options_and_its_own_seed()
     assert (limits.max_total_tokens, limits.max_turns, limits.step_timeout_s) == (900, 3, 12.0)
     assert [r.seed for r in call["requests"]] == list(range(10_000, 10_064))
     assert episodes == [] and metrics["eval/missing"] == 64.0
+    assert call["in_flight"] == 16  # evaluation.max_concurrent_episodes: the engine's rows, not all 64 at once
+
+
+def test_held_out_evaluation_can_play_every_episode_at_once():
+    rollout = RecordingRollout()
+    asyncio.run(evaluate_held_out(train_config("evaluation.max_concurrent_episodes=null"), rollout, policy_version=0))
+    assert rollout.calls[0]["in_flight"] is None

@@ -344,6 +344,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["curriculum.start=0"], ["curriculum.start must be >= 1 or null"]),
         (["algo.shaping.coef=-1"], ["algo.shaping.coef must be >= 0 (0: off), got -1"]),
         (["sft.micro_batch_size=0"], ["sft.micro_batch_size must be >= 1, got 0"]),
+        (["evaluation.max_concurrent_episodes=0"], ["evaluation.max_concurrent_episodes must be >= 1 (null: every"]),
         (["sft.oracle_noise=1"], ["sft.oracle_noise must be in [0, 1) (0: the oracle alone), got 1"]),
         (["algo.shaping.fade_steps=0"], ["algo.shaping.fade_steps must be >= 1 (null: no fading), got 0"]),
         (["algo.step_groups.gamma=2"], ["algo.step_groups.gamma must be in [0, 1], got 2"]),
