@@ -3,6 +3,8 @@
     python benchmarks/engine_memory.py                                  # the embedded model, 64 episodes
     python benchmarks/engine_memory.py --model runs/x/policy --finished keep forget --concurrent 64 16
     python benchmarks/engine_memory.py --cached-tokens 32768 16384 8192 --finished keep
+    python benchmarks/engine_memory.py --model runs/x/policy --finished forget --cached-tokens 32768 --concurrent 16 \
+        --decode-slack 0.5 0.125
 
 What the default run's actor process holds above its weights while it plays: the colocated engine's keys and
 values (the running batch's buffer and the prefix cache). The workload is a held-out evaluation of the default
@@ -38,6 +40,7 @@ import envs
 from agents.chat import ChatRenderer
 from agents.engines.base import SamplingParams
 from agents.engines.hf import HfEngine
+from agents.engines.hf_kv import RunningBatch
 from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
 from agents.memory import peak_resident_mib, resident_mib, return_free_memory
 from agents.models import load_model, load_tokenizer
@@ -60,6 +63,7 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(args.threads)
+    RunningBatch.slack = args.decode_slack
     model, tokenizer = load_model(args.model), load_tokenizer(args.model)
     renderer = ChatRenderer(tokenizer)
     return_free_memory()
@@ -106,6 +110,7 @@ async def play(args: argparse.Namespace) -> dict[str, float]:
         "concurrent_episodes": args.concurrent,
         "finished": args.finished,
         "prefill_rows": args.prefill_rows,
+        "decode_slack": args.decode_slack,
         "peak_growth_mib": peak - before if peak is not None and before is not None else float("nan"),
         "prefix_hit_rate": stats.prefix_hit_rate,
         "largest_decode_buffer_columns": largest_buffer,
@@ -127,21 +132,25 @@ def main() -> None:
         help="finished episodes' prefixes: kept until the LRU bound drops them, or forgotten as each episode ends",
     )  # fmt: skip
     parser.add_argument("--prefill-rows", type=int, nargs="+", default=[16], help="the engine's prefill_batch_size")
+    parser.add_argument(
+        "--decode-slack", type=float, nargs="+", default=[RunningBatch.slack],
+        help="free columns a decode buffer's reallocation leaves, a fraction of its width (RunningBatch.slack)",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the colocated engine's one CPU)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one value
     args = parser.parse_args()
     if args.one:  # a child process: one value of each
-        for name in ("cached_tokens", "concurrent", "finished", "prefill_rows"):
+        for name in ("cached_tokens", "concurrent", "finished", "prefill_rows", "decode_slack"):
             setattr(args, name, getattr(args, name)[0])
         print(json.dumps(asyncio.run(play(args))), flush=True)
         return
     results = []
-    grid = itertools.product(args.finished, args.cached_tokens, args.concurrent, args.prefill_rows)
-    for finished, value, concurrent, prefill_rows in grid:
+    grid = itertools.product(args.finished, args.cached_tokens, args.concurrent, args.prefill_rows, args.decode_slack)
+    for finished, value, concurrent, prefill_rows, slack in grid:
         command = [
             sys.executable, __file__, "--one", "--model", args.model, "--episodes", str(args.episodes),
             "--cached-tokens", str(value), "--concurrent", str(concurrent), "--threads", str(args.threads),
-            "--finished", finished, "--prefill-rows", str(prefill_rows),
+            "--finished", finished, "--prefill-rows", str(prefill_rows), "--decode-slack", str(slack),
         ]  # fmt: skip
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         result = json.loads(output.strip().splitlines()[-1])

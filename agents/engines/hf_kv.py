@@ -176,7 +176,14 @@ class PrefillLayout:
 
 
 class RunningBatch:
-    """Right-aligned keys/values of up to ``max_rows`` sequences decoded together (see the module docstring)."""
+    """Right-aligned keys/values of up to ``max_rows`` sequences decoded together (see the module docstring).
+
+    A reallocation leaves ``slack`` times the kept width (at least 64 columns) free for the decode steps and
+    longer rows to come: more slack, fewer copies of the buffer; less, a smaller buffer. While it copies, the old
+    buffer and the new one both exist.
+    """
+
+    slack = 0.125
 
     def __init__(self, max_rows: int):
         self.max_rows = max_rows
@@ -243,7 +250,7 @@ class RunningBatch:
         start = int(used[0, 0]) if len(used) else self.width
         kept = self.width - start
         new_width = max(kept, min_width)
-        capacity = new_width + extra_columns + max(64, new_width // 2)
+        capacity = new_width + extra_columns + max(64, int(new_width * self.slack))
         shift = new_width - kept  # old column start lands on new column shift
         new_mask = torch.zeros((self.max_rows, capacity), dtype=torch.bool)
         new_mask[: self.rows, shift:new_width] = self.mask[: self.rows, start : self.width]

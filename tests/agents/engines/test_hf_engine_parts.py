@@ -78,6 +78,22 @@ def test_running_batch_step_and_remove():
     assert kv[0, 0, 0, :, 0].tolist() == [20.0, 21.0, 7.0] and kv[0, 1, 0, :, 0].tolist() == [-20.0, -21.0, -7.0]
 
 
+def test_a_reallocation_leaves_an_eighth_of_the_width_free_and_at_least_64_columns():
+    batch = RunningBatch(max_rows=2)
+    batch.add(sequence(600, 0.0))
+    assert (batch.width, batch.capacity) == (600, 600 + 75)  # 600 // 8 columns free
+    for _ in range(75):  # decode steps fill the free columns without a copy
+        batch.step_inputs()
+        batch.advance()
+    assert batch.capacity == 675
+    batch.step_inputs()  # the 76th needs a column more: 676 + 676 // 8
+    assert batch.capacity == 676 + 84
+    small = RunningBatch(max_rows=2)
+    small.add(sequence(10, 0.0))
+    assert small.capacity == 10 + 64
+    assert torch.equal(batch.extract(0)[..., :600, :], sequence(600, 0.0))
+
+
 def test_prefix_cache_matches_longest_prefix_and_drops_covered_entries():
     cache = PrefixCache(max_tokens=100)
     a = np.array([1, 2, 3, 4, 5])
