@@ -18,7 +18,7 @@ and sampling settings. Figures, as JSON on stdout and in ``<run>/learning_run.js
   scoring, update);
 * peak memory: the largest sum of PSS (proportional set size: shared pages split between the processes
   that share them, so libraries are not counted once per process) over the process tree, and the same
-  sum of RSS;
+  sum of RSS; the largest sum of PSS after the warm-up (the RL steps and evaluations), by process;
 * the size of one checkpoint.
 """
 
@@ -47,13 +47,15 @@ class TreeMemory:
 
     ``peak_by_process`` is the PSS of each kind of process (its name without a Ray task's method:
     ``ray::ModelWorker``, ``ray::EngineHost``, ``raylet``, ``python`` for the driver and Ray's Python services)
-    at the sample with the highest summed PSS, summed over processes of the same name.
+    at the sample with the highest summed PSS, summed over processes of the same name. ``samples`` keeps every
+    sample (wall-clock time, summed PSS, PSS by process) for the peak of a phase (:meth:`peak_after`).
     """
 
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
         self.peak_pss = self.peak_rss = 0
         self.peak_by_process: dict[str, int] = {}
+        self.samples: list[tuple[float, int, dict[str, int]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -76,6 +78,7 @@ class TreeMemory:
                 own = getattr(info, "pss", info.rss)
                 pss, rss = pss + own, rss + info.rss
                 by_process[name] = by_process.get(name, 0) + own
+            self.samples.append((time.time(), pss, by_process))
             if pss > self.peak_pss:
                 self.peak_by_process = dict(sorted(by_process.items(), key=lambda item: -item[1]))
             self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
@@ -84,9 +87,28 @@ class TreeMemory:
         self._stop.set()
         self._thread.join()
 
+    def peak_after(self, since: float) -> tuple[float, dict[str, float]]:
+        """The highest summed PSS sampled from wall-clock time ``since`` on, in GiB, and its PSS by process
+        (``0.0, {}`` when no sample came after it)."""
+        later = [(pss, by_process) for t, pss, by_process in self.samples if t >= since]
+        if not later:
+            return 0.0, {}
+        pss, by_process = max(later, key=lambda sample: sample[0])
+        return pss / 2**30, {name: round(v / 2**30, 3) for name, v in sorted(by_process.items(), key=lambda i: -i[1])}
+
     def peak_gib_by_process(self) -> dict[str, float]:
         """``peak_by_process`` in GiB, rounded to the MiB."""
         return {name: round(pss / 2**30, 3) for name, pss in self.peak_by_process.items()}
+
+
+def _after_warmup_peak(memory: TreeMemory, run_dir: Path) -> dict[str, object]:
+    """The peak of the run after its warm-up (the RL steps and evaluations): from the moment the warm-up's policy
+    was complete (its ``COMPLETE`` marker's modification time); nothing for a run without a warm-up of its own."""
+    marker = run_dir / "warmup" / "policy" / "COMPLETE"
+    if not marker.is_file():
+        return {}
+    pss, by_process = memory.peak_after(marker.stat().st_mtime)
+    return {"peak_pss_gib_after_warmup": pss, "peak_pss_gib_after_warmup_by_process": by_process}
 
 
 def _rate(values: list[float]) -> tuple[float, float]:
@@ -170,6 +192,7 @@ def main() -> None:
         "peak_pss_gib": memory.peak_pss / 2**30,
         "peak_rss_gib": memory.peak_rss / 2**30,
         "peak_pss_gib_by_process": memory.peak_gib_by_process(),
+        **_after_warmup_peak(memory, run_dir),
         "checkpoint_gib": sum(f.stat().st_size for f in checkpoints[-1].rglob("*") if f.is_file()) / 2**30
         if checkpoints
         else 0.0,
