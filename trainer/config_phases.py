@@ -27,6 +27,9 @@ class SftOptions:
     ``oracle_noise``: the probability that an oracle turn is a random valid action instead, kept as context
     and not trained on, so the examples show the oracle recovering from positions off its path
     (:func:`trainer.sft_data.oracle_trajectories`); 0 plays the oracle alone.
+    ``gradient_checkpointing``: the warm-up's activation checkpointing (``model.gradient_checkpointing`` is RL's). It
+    recomputes the same arithmetic, so the weights come out the same; every weight trains here, so recomputing the
+    forward costs a smaller share of a step than in RL's LoRA update.
     """
 
     warmup: str = "auto"  # auto | true | false
@@ -42,6 +45,7 @@ class SftOptions:
     # rows per forward/backward: the warm-up's short rows share most of their tokens (the system prompt and
     # instructions), which a micro-batch of several runs once; trainer.micro_batch_size is RL's
     micro_batch_size: int = 2
+    gradient_checkpointing: bool = True
     lr: float = 5.0e-5
     lora_rank: int = 0
     warmup_steps: int = 2

@@ -139,6 +139,13 @@ def disable_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
+def enable_activation_checkpointing(model: nn.Module) -> None:
+    """Recompute ``model``'s activations in the backward: transformers 5's ``activation_checkpointing_enable``, or
+    the ``gradient_checkpointing_enable`` it renamed (a deprecated alias in 5, the only name before)."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
+
+
 #: What peft 0.21 makes transformers 5 warn about when it wraps a model: its own use of a renamed property.
 PEFT_DEPRECATION_MESSAGE = r"`is_gradient_checkpointing` is deprecated"
 

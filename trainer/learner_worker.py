@@ -71,6 +71,7 @@ from trainer.learner_specs import (
     WorkerSpec,
     decoder_layers,
     disable_dropout,
+    enable_activation_checkpointing,
     merge_lora_state_dict,
     rng_state,
     set_rng_state,
@@ -168,7 +169,7 @@ class ModelWorker:
         elif self.spec.lora.rank > 0:
             model = with_lora(model, self.spec.lora)
         if self.spec.gradient_checkpointing and self.spec.role != "reference":
-            model.gradient_checkpointing_enable()
+            enable_activation_checkpointing(model)
         model.to(self.device)
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         options = {"mesh": self.mesh}

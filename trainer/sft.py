@@ -173,7 +173,7 @@ def _sft_worker_spec(config: TrainConfig, model_path: str, total_steps: int) -> 
         LoraSpec(rank=config.sft.lora_rank, alpha=2.0 * max(config.sft.lora_rank, 1)),
         device="cuda" if gpu else "cpu",
         mixed_precision=mixed_precision(config, config.sft.lora_rank),
-        gradient_checkpointing=config.model.gradient_checkpointing,
+        gradient_checkpointing=config.sft.gradient_checkpointing,
         share_prefix=config.trainer.share_prefix,
         logits_chunk_size=config.trainer.logits_chunk_size,
         num_threads=config.trainer.threads or os.cpu_count() or 1,

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from trainer.learner_specs import enable_activation_checkpointing
+
 __all__ = ["ValueModel"]
 
 VALUE_HEAD_FILE = "value_head.safetensors"
@@ -63,5 +65,5 @@ class ValueModel(nn.Module):
             hidden = hidden[:, -keep:]
         return self.value_head(hidden).squeeze(-1).to(torch.float32, copy=True)
 
-    def gradient_checkpointing_enable(self) -> None:
-        self.backbone.gradient_checkpointing_enable()
+    def activation_checkpointing_enable(self) -> None:
+        enable_activation_checkpointing(self.backbone)

@@ -201,3 +201,38 @@ def test_a_chunked_worker_gives_the_outputs_and_updates_of_the_plain_one(lora_ra
         chunked.update_sft(batch, agg, 2)
         plain.update_sft(batch, agg, 2)
         assert_same_weights(chunked, plain, before)
+
+
+def test_activation_checkpointing_gives_the_warm_ups_weights_bit_for_bit():
+    """The warm-up checkpoints by default (``sft.gradient_checkpointing``): every weight trained, packed rows, two
+    optimizer steps; recomputing the forward in the backward repeats the same arithmetic, so the weights are equal."""
+    workers = []
+    for checkpointing in (False, True):
+        full, model = LoraSpec(rank=0), str(tiny_model_path())
+        spec = WorkerSpec("actor", model, OptimizerSpec(lr=1e-2), full, gradient_checkpointing=checkpointing)
+        workers.append(ModelWorker(spec, 0, 1, INIT))
+        workers[-1].setup()
+    plain, checkpointed = workers
+    assert checkpointed.model.is_activation_checkpointing and not plain.model.is_activation_checkpointing
+    before = trained(plain)
+    batch = rows(shared_prefix=True)
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    for _ in range(2):
+        stats, checkpointed_stats = plain.update_sft(batch, agg, 2), checkpointed.update_sft(batch, agg, 2)
+        assert checkpointed_stats.grad_norm == stats.grad_norm > 0
+    after, checkpointed_after = trained(plain), trained(checkpointed)
+    assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-3
+    for name, tensor in after.items():
+        assert torch.equal(checkpointed_after[name], tensor), name
+
+
+def test_the_warm_up_checkpoints_on_its_own_switch_not_rls():
+    from trainer.config import compose_train_config, to_train_config
+    from trainer.sft import _sft_worker_spec
+
+    def spec(*overrides: str) -> WorkerSpec:
+        return _sft_worker_spec(to_train_config(compose_train_config(["env=sokoban", *overrides])), "m", 4)
+
+    assert spec().gradient_checkpointing is True
+    rl_only = spec("model.gradient_checkpointing=true", "sft.gradient_checkpointing=false")
+    assert rl_only.gradient_checkpointing is False
