@@ -154,6 +154,9 @@ class ModelConfig:
     lora_rank: int = 0  # > 0: train LoRA adapters (peft) instead of every weight
     lora_alpha: float = 16.0
     gradient_checkpointing: bool = False
+    # with gradient_checkpointing: how many decoder layers, from the first, recompute their activations in the
+    # backward (null: all); the rest keep theirs. Memory saved and time spent both grow with the count.
+    checkpoint_layers: int | None = None
 
 
 @dataclass
@@ -186,7 +189,7 @@ class RolloutOptions:
     max_new_tokens: int = 64  # per turn
     max_total_tokens: int = 1024  # per episode, prompt included
     max_turns: int | None = None  # null: the environment's own limit
-    num_env_actors: int = 2
+    num_env_actors: int = 1
     max_concurrent_episodes: int = 64  # per env actor
     env_actor_resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources per env actor
     step_timeout_s: float | None = 60.0
@@ -664,6 +667,10 @@ def _check_model(model: ModelConfig) -> None:
         bool(model.name.strip()), "model.name is empty: choose model=smollm2, model=tiny or model=<a model directory>"
     )
     _require(model.lora_rank >= 0, f"model.lora_rank must be >= 0, got {model.lora_rank}")
+    _require(
+        model.checkpoint_layers is None or model.checkpoint_layers >= 0,
+        f"model.checkpoint_layers must be >= 0 or null (all layers), got {model.checkpoint_layers}",
+    )
     if model.name == "smollm2":
         import importlib.util
 

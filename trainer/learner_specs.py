@@ -75,6 +75,7 @@ class WorkerSpec:
     device: str = "cpu"
     mixed_precision: bool = False  # bf16 compute, fp32 master weights and gradient reduction
     gradient_checkpointing: bool = False
+    checkpoint_layers: int | None = None  # with gradient_checkpointing: the first N decoder layers; None: all
     share_prefix: bool = True  # the rows' common leading tokens run once per micro-batch
     # Positions whose [chunk, vocabulary] logits exist at once (trainer.algos.chunked_token_logprobs); 0: all at once.
     logits_chunk_size: int = 1024
@@ -139,11 +140,16 @@ def disable_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
-def enable_activation_checkpointing(model: nn.Module) -> None:
-    """Recompute ``model``'s activations in the backward: transformers 5's ``activation_checkpointing_enable``, or
-    the ``gradient_checkpointing_enable`` it renamed (a deprecated alias in 5, the only name before)."""
+def enable_activation_checkpointing(model: nn.Module, layers: int | None = None) -> None:
+    """Recompute ``model``'s activations in the backward, in its first ``layers`` decoder layers (``None``: all):
+    transformers 5's ``activation_checkpointing_enable`` (or the ``gradient_checkpointing_enable`` it renamed, the
+    only name before 5), then the flag each layer reads at its forward turned off again after the first ``layers``.
+    Call it before sharding: :func:`decoder_layers` finds the layers by their classes' names."""
     enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
     enable()
+    if layers is not None:
+        for layer in decoder_layers(model)[layers:]:
+            layer.gradient_checkpointing = False
 
 
 #: What peft 0.21 makes transformers 5 warn about when it wraps a model: its own use of a renamed property.

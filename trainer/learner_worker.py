@@ -169,7 +169,7 @@ class ModelWorker:
         elif self.spec.lora.rank > 0:
             model = with_lora(model, self.spec.lora)
         if self.spec.gradient_checkpointing and self.spec.role != "reference":
-            enable_activation_checkpointing(model)
+            enable_activation_checkpointing(model, self.spec.checkpoint_layers)
         model.to(self.device)
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         options = {"mesh": self.mesh}

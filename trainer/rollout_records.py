@@ -78,7 +78,7 @@ class RolloutConfig:
     lost with its node goes to another such node).
     """
 
-    num_env_actors: int = 2
+    num_env_actors: int = 1
     max_concurrent_episodes: int = 64
     max_episode_retries: int = 1
     restart_after_step_timeouts: int = 4

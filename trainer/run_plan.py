@@ -178,14 +178,17 @@ def learner_spec(config: TrainConfig, model_path: str, hardware: Hardware | None
         "seed": config.trainer.seed,
     }
     lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha)
-    checkpointing = config.model.gradient_checkpointing
+    checkpointing = {
+        "gradient_checkpointing": config.model.gradient_checkpointing,
+        "checkpoint_layers": config.model.checkpoint_layers,
+    }
     shared_head = optimizer(config.model.critic_lr) if shared_critic(config) else None
     actor = WorkerSpec(
         "actor",
         model_path,
         optimizer(config.model.lr),
         lora,
-        gradient_checkpointing=checkpointing,
+        **checkpointing,
         value_head=shared_head,
         **common,
     )
@@ -196,7 +199,7 @@ def learner_spec(config: TrainConfig, model_path: str, hardware: Hardware | None
             model_path,
             optimizer(config.model.critic_lr),
             lora,
-            gradient_checkpointing=checkpointing,
+            **checkpointing,
             **common,
         )
     reference = WorkerSpec("reference", model_path, **common) if separate_reference(config) else None

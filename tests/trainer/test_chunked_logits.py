@@ -236,3 +236,37 @@ def test_the_warm_up_checkpoints_on_its_own_switch_not_rls():
     assert spec().gradient_checkpointing is True
     rl_only = spec("model.gradient_checkpointing=true", "sft.gradient_checkpointing=false")
     assert rl_only.gradient_checkpointing is False
+
+
+def test_checkpointing_the_first_layers_only_keeps_the_update_and_flags_those_layers():
+    """``model.checkpoint_layers=1``: the first of the tiny model's two decoder layers recomputes, the second keeps
+    its activations; the update (LoRA and the value head) is the plain one's, bit for bit."""
+    workers = []
+    for checkpointing, layers in ((False, None), (True, 1)):
+        lora, model = LoraSpec(rank=4, alpha=8.0), str(tiny_model_path())
+        spec = WorkerSpec(
+            "actor",
+            model,
+            OptimizerSpec(lr=1e-2),
+            lora,
+            gradient_checkpointing=checkpointing,
+            checkpoint_layers=layers,
+            value_head=OptimizerSpec(lr=1e-2),
+        )
+        workers.append(ModelWorker(spec, 0, 1, INIT))
+        workers[-1].setup()
+    plain, partial = workers
+    flags = [m.gradient_checkpointing for m in partial.model.modules() if hasattr(m, "self_attn")]
+    assert flags == [True, False]
+    assert not any(m.gradient_checkpointing for m in plain.model.modules() if hasattr(m, "self_attn"))
+    batch = rows(shared_prefix=True)
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    loss = PolicyLossSpec(temperature=0.7, value_clip=0.5)
+    before = trained(plain)
+    for _ in range(2):
+        stats, partial_stats = plain.update_policy(batch, agg, loss, 2), partial.update_policy(batch, agg, loss, 2)
+        assert partial_stats.grad_norm == stats.grad_norm > 0
+    after, partial_after = trained(plain), trained(partial)
+    assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-3
+    for name, tensor in after.items():
+        assert torch.equal(partial_after[name], tensor), name

@@ -191,7 +191,10 @@ def test_each_model_file_composes(model, tmp_path):
     }[model]
     assert (config.model.name, config.model.lr, config.model.critic_lr) == expected
     lora = (32, 64.0) if model == "smollm2" else (0, 16.0)
-    assert (config.model.lora_rank, config.model.lora_alpha, config.model.gradient_checkpointing) == (*lora, False)
+    assert (config.model.lora_rank, config.model.lora_alpha) == lora
+    # SmolLM2's RL update recomputes the first half of its 30 layers (the default run's memory); the others none
+    checkpointing = (True, 15) if model == "smollm2" else (False, None)
+    assert (config.model.gradient_checkpointing, config.model.checkpoint_layers) == checkpointing
 
 
 def test_smollm2_without_its_wheel_names_the_install_command(monkeypatch):
@@ -309,6 +312,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["model.lr=0"], ["model.lr must be > 0"]),
         (["model.critic_lr=-1e-5"], ["model.critic_lr must be > 0"]),
         (["model.lora_rank=-1"], ["model.lora_rank must be >= 0, got -1"]),
+        (["model.checkpoint_layers=-1"], ["model.checkpoint_layers must be >= 0 or null (all layers), got -1"]),
         (["optim.schedule=linear"], ["unknown optim.schedule 'linear'", "optim.schedule=cosine"]),
         (["trainer.precision=fp16"], ["unknown trainer.precision 'fp16'", "trainer.precision=bf16-mixed"]),
         (["optim.betas=[0.9]"], ["optim.betas must be two numbers"]),

@@ -50,7 +50,8 @@ def start(tmp_path: Path, module: str, *overrides: str) -> tuple[subprocess.Pope
             cwd=REPO_ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # its lines in the file as they are printed
+            # its lines in the file as they are printed; every thread's stack there on SIGABRT (a hang's diagnosis)
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
         )
     return process, log
 
@@ -76,7 +77,13 @@ def children(process: subprocess.Popen) -> list[psutil.Process]:
 def stop_and_check(process: subprocess.Popen, log: Path, last_line: str, started: list[psutil.Process]) -> None:
     """SIGTERM ``process``: it exits 143, its last line is ``last_line``, and every process it had started ends."""
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=180) == 143, read(log)[-3000:]
+    try:
+        code = process.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)  # faulthandler (PYTHONFAULTHANDLER) writes every thread's stack
+        process.wait(timeout=30)
+        pytest.fail(f"still running 180 s after SIGTERM; its log and stacks:\n{read(log)[-12000:]}")
+    assert code == 143, read(log)[-3000:]
     text = read(log)
     assert "SIGTERM received" not in text and "Traceback" not in text  # Ray's abort, or an uncaught exception
     assert text.strip().splitlines()[-1] == last_line
