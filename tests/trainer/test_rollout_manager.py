@@ -170,9 +170,11 @@ def test_max_in_flight_caps_the_episodes_at_once_and_the_rest_wait_their_turn(ra
 
 def test_episodes_still_waiting_at_the_deadline_drop_their_groups(engine):
     with make_manager(engine) as manager:
-        slow = {"turns": 4, "step_sleep_s": 0.25}  # one episode takes about 1 s: one plays, three wait
+        # One episode takes about 2 s and one plays at a time: the first ends before the deadline (with a second to
+        # spare on a loaded machine), the second cannot
+        slow = {"turns": 4, "step_sleep_s": 0.5}
         groups = group_requests("test-counter", seeds=range(4), group_size=1, env_options=slow)
-        result = collect(manager, groups, max_in_flight=1, timeout_s=1.6)
+        result = collect(manager, groups, max_in_flight=1, timeout_s=3.0)
     m = result.metrics
     assert m["rollout/deadline_exceeded"] == 1 and m["rollout/groups_completed"] >= 1
     assert m["rollout/groups_completed"] + m["rollout/groups_dropped_deadline"] == 4
