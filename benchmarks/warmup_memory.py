@@ -49,7 +49,7 @@ def measure(rows: int, checkpointing: bool, args: argparse.Namespace) -> dict[st
     from trainer.sft import _sft_worker_spec
 
     torch.set_num_threads(args.threads)
-    overrides = ["env=sokoban", f"model.gradient_checkpointing={str(checkpointing).lower()}"]
+    overrides = ["env=sokoban", f"sft.gradient_checkpointing={str(checkpointing).lower()}"]
     config = to_train_config(compose_train_config(overrides))
     model = resolve_model(config.model.name)
     examples = list(read_trajectories(args.data))
