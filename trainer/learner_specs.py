@@ -126,11 +126,14 @@ def combine_stats(per_rank: list[StepStats]) -> dict[str, float]:
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The repeated blocks to shard one by one: the classes Hugging Face lists in ``_no_split_modules``."""
+    """The repeated blocks to shard one by one: the classes Hugging Face lists in ``_no_split_modules``.
+
+    Matched along each module's class hierarchy, so a layer still counts after ``fully_shard`` (which gives it a
+    subclass of its own, ``FSDPLlamaDecoderLayer``)."""
     names: set[str] = set()
     for module in model.modules():
         names.update(getattr(module, "_no_split_modules", None) or [])
-    return [m for m in model.modules() if type(m).__name__ in names]
+    return [m for m in model.modules() if any(cls.__name__ in names for cls in type(m).__mro__)]
 
 
 def disable_dropout(model: nn.Module) -> None:
@@ -144,7 +147,7 @@ def enable_activation_checkpointing(model: nn.Module, layers: int | None = None)
     """Recompute ``model``'s activations in the backward, in its first ``layers`` decoder layers (``None``: all):
     transformers 5's ``activation_checkpointing_enable`` (or the ``gradient_checkpointing_enable`` it renamed, the
     only name before 5), then the flag each layer reads at its forward turned off again after the first ``layers``.
-    Call it before sharding: :func:`decoder_layers` finds the layers by their classes' names."""
+    """
     enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
     enable()
     if layers is not None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from agents.models import tiny_model_path
 from trainer.algos import Aggregation, PolicyLossSpec, chunked_token_logprobs, entropy_from_logits, token_logprobs
 from trainer.batch import TrainBatch
-from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec, decoder_layers
 from trainer.learner_worker import ModelWorker
 
 INIT = "tcp://127.0.0.1:29883"
@@ -258,6 +258,10 @@ def test_checkpointing_the_first_layers_only_keeps_the_update_and_flags_those_la
     plain, partial = workers
     flags = [m.gradient_checkpointing for m in partial.model.modules() if hasattr(m, "self_attn")]
     assert flags == [True, False]
+    # fully_shard gave every layer a class of its own (FSDPLlamaDecoderLayer): the layers are still found
+    sharded = decoder_layers(partial.model)
+    assert [type(m).__name__ for m in sharded] == ["FSDPLlamaDecoderLayer"] * 2
+    assert [m.gradient_checkpointing for m in sharded] == [True, False]
     assert not any(m.gradient_checkpointing for m in plain.model.modules() if hasattr(m, "self_attn"))
     batch = rows(shared_prefix=True)
     agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
