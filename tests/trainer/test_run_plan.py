@@ -74,17 +74,27 @@ def test_the_critic_model_decides_which_roles_start(overrides, shared):
     spec = learner_spec(config, str(tiny_model_path()), CPU)
     if shared:  # the head trains at the critic's learning rate, on the actor: no critic model
         assert spec.critic is None and spec.actor.value_head.lr == config.model.critic_lr
-        assert roles(config).startswith("actor with the value head, reference")
+        assert roles(config).startswith("actor with the value head")
     else:
         assert spec.actor.value_head is None
         assert (spec.critic is not None) == config.algo.critic
         assert roles(config).startswith("actor, critic" if config.algo.critic else "actor, reference")
+    # PPO's kl_coef is 0: no reference unless asked for (its KL metric); GRPO's KL term needs one
+    assert ("reference" in roles(config)) == config.algo.reference == (config.algo.name == "grpo")
+
+
+def test_ppo_runs_the_reference_when_asked_for_its_kl_metric():
+    config = config_of("model.lora_rank=4", "algo.reference=true")
+    assert roles(config) == "actor with the value head, reference = actor without its adapters"
+    assert learner_spec(config, str(tiny_model_path()), CPU).reference is None  # the actor with its adapters off
+    assert learner_spec(config_of("algo.reference=true"), str(tiny_model_path()), CPU).reference is not None
 
 
 @pytest.mark.parametrize(
     ("overrides", "models"),
     [
-        ([], 3),  # tiny trains every weight: actor, critic and reference models
+        ([], 2),  # tiny trains every weight: actor and critic models (PPO runs no reference by default)
+        (["algo.reference=true"], 3),  # and the reference, for PPO's KL metric
         (["model.lora_rank=4"], 1),  # the head and the reference (adapters off) live on the actor
         (["model.lora_rank=4", "algo.critic_model=separate"], 2),
         (["algo=grpo"], 2),  # actor and reference
