@@ -129,8 +129,8 @@ def _stop_again_when_swallowed(previous: Callable[[Any], None]) -> Callable[[Any
     """
 
     def hook(unraisable: Any) -> None:
-        signum = _active_stops[-1].signum if _active_stops else None
-        if isinstance(unraisable.exc_value, KeyboardInterrupt) and signum is not None:
+        signum = _swallowed_stop(unraisable.exc_value)
+        if signum is not None:
             # From another thread, a moment later: sent from here, the handler would raise inside this hook.
             again = threading.Timer(0.01, os.kill, (os.getpid(), signum))
             again.daemon = True
@@ -141,14 +141,31 @@ def _stop_again_when_swallowed(previous: Callable[[Any], None]) -> Callable[[Any
     return hook
 
 
+def _swallowed_stop(exc: BaseException | None) -> int | None:
+    """The signal that ``exc``, swallowed by Python, was stopping the command for, or ``None``: the stop's own
+    ``KeyboardInterrupt``, or, inside :func:`sigterm_reclaimed`, the ``SystemExit(SIGTERM)`` of a library's handler
+    (``ray.init``'s ``sys.exit(signum)``, raised in a fork handler of :mod:`logging` while Ray starts its processes)."""
+    if isinstance(exc, KeyboardInterrupt) and _active_stops and _active_stops[-1].signum is not None:
+        return _active_stops[-1].signum
+    if isinstance(exc, SystemExit) and _reclaiming and exc.code == signal.SIGTERM:
+        return signal.SIGTERM
+    return None
+
+
+_reclaiming: list[None] = []  # one entry per sigterm_reclaimed block open in the main thread within a command
+
+
 @contextlib.contextmanager
 def sigterm_reclaimed() -> Iterator[None]:
     """Around code that installs SIGTERM handlers of its own (starting Ray: one calls ``sys.exit(15)``, one kills
     Ray's processes and calls ``sys.exit(1)``, and Ray's C++ one aborts): the innermost open
     :func:`sigterm_interrupts` handler is installed again on the way out, and a ``SystemExit`` raised inside
-    (such a handler stopping the process) becomes ``KeyboardInterrupt(signal.SIGTERM)``. Outside such a block,
-    or off the main thread, it changes nothing."""
+    (such a handler stopping the process) becomes ``KeyboardInterrupt(signal.SIGTERM)``; where Python swallows that
+    ``SystemExit`` (in a finalizer or a fork handler), the signal is sent again, as for the stop's own interrupt.
+    Outside such a block, or off the main thread, it changes nothing."""
     reclaim = bool(_active_stops) and threading.current_thread() is threading.main_thread()
+    if reclaim:
+        _reclaiming.append(None)
     try:
         yield
     except SystemExit as exc:
@@ -158,6 +175,7 @@ def sigterm_reclaimed() -> Iterator[None]:
         raise KeyboardInterrupt(signal.SIGTERM) from exc
     finally:
         if reclaim:
+            _reclaiming.pop()
             signal.signal(signal.SIGTERM, _active_stops[-1])
 
 

@@ -115,6 +115,30 @@ def test_a_library_that_exits_on_sigterm_is_turned_into_the_stop_and_its_handler
             sigterm_self()
 
 
+def test_a_librarys_exit_swallowed_where_python_cannot_raise_is_sent_again_and_still_stops():
+    """Ray's handler (``sys.exit(15)``) can run inside a fork handler or a finalizer while Ray starts: Python prints
+    ``Exception ignored`` and the start goes on. The signal is sent again and stops the block's next line."""
+
+    def libraries_handler(signum, frame):
+        raise SystemExit(signum)
+
+    class SignalsWhenCollected:
+        def __del__(self):
+            sigterm_self()  # the library's handler runs here: its SystemExit is swallowed
+
+    reached = []
+    with sigterm_interrupts() as stop:
+        with pytest.raises(KeyboardInterrupt) as stopped, sigterm_reclaimed():
+            signal.signal(signal.SIGTERM, libraries_handler)
+            SignalsWhenCollected()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # the signal sent again lands in this loop
+                time.sleep(0.001)
+            reached.append("after the loop")
+        assert stopped.value.args == (signal.SIGTERM,) and stop.signum == signal.SIGTERM and reached == []
+        assert signal.getsignal(signal.SIGTERM) is stop
+
+
 def test_outside_a_command_sigterm_reclaimed_lets_system_exit_through():
     with pytest.raises(SystemExit), sigterm_reclaimed():
         raise SystemExit(3)

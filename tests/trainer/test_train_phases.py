@@ -33,7 +33,7 @@ def test_the_env_is_told_the_runs_turn_limit():
 @pytest.mark.parametrize(
     ("overrides", "fragments"),
     [
-        (["evaluation.seed=3"], ["training seeds [0, 192)", "evaluation seeds [3, 67)", "move evaluation.seed"]),
+        (["evaluation.seed=3"], ["training seeds [0, 256)", "evaluation seeds [3, 67)", "move evaluation.seed"]),
         (["sft.seed=10010"], ["sft seeds [10010, 10266)", "evaluation seeds [10000, 10064)"]),
         (["sft.warmup=maybe"], ["unknown sft.warmup 'maybe'"]),
         (["sft.source=files"], ["sft.files=[path.jsonl,...]"]),

@@ -95,6 +95,7 @@ def test_ppo_run_writes_everything_and_keeps_the_engine_in_sync(tmp_path):
         tmp_path,
         "algo=ppo",
         "algo.mini_batches=1",  # one optimizer step a step: the first epoch's ratio is exactly 1
+        "algo.reference=true",  # off by default (kl_coef 0); on, it logs actor/kl_ref
         "trainer.total_steps=3",
         "trainer.groups_per_step=4",
         "trainer.sample_every=2",
@@ -145,6 +146,7 @@ def test_ppo_with_the_value_head_on_the_actor_starts_no_critic_model(tmp_path):
     # One actor forward scored values and old logprobs: nothing reused, and the learner agrees with the engine.
     assert all(r["rollout/old_logprobs_reused"] == 0.0 and r["rollout/logprob_mismatch"] < 1e-4 for r in records)
     assert "starting the learner: actor with the value head" in (run_dir / "train.log").read_text()
+    assert not any("actor/kl_ref" in r or "rollout/kl_ref" in r for r in records)  # PPO's default: no reference
     checkpoint = run_dir / "checkpoints" / "step_000002"
     assert (checkpoint / "actor").is_dir() and not (checkpoint / "critic").exists()
 
