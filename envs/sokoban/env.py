@@ -38,14 +38,16 @@ from typing import Any
 from envs.actions import ParsedActions, WordActions
 from envs.core import StepOutcome, TextEnv
 from envs.sokoban.generator import GeneratedLevel, difficulty_range, generate_level, min_floor_cells
-from envs.sokoban.plans import PlanCache
+from envs.sokoban.plans import PlanCache, phase_turns
 from envs.sokoban.room import ACTIONS, PUSHED, Board, Level
 from envs.sokoban.solver import Solution, solve
 from envs.sokoban.text import MoveReport, describe_turn, instructions, positions_line, relative_lines, status_line
 from envs.sokoban.xsb import load_xsb, parse_xsb
 
-__all__ = ["BOARD_SEPARATORS", "LEVELS_DIR", "STEP_REWARD", "SokobanEnv"]
+__all__ = ["BOARD_SEPARATORS", "LEVELS_DIR", "ORACLE_TURNS", "STEP_REWARD", "SokobanEnv"]
 
+#: ``oracle_turns`` option: how the oracle's solution is cut into turns (:meth:`SokobanEnv.oracle`).
+ORACLE_TURNS = ("packed", "phases")
 #: ``board`` option: what stands between two cells of a row.
 BOARD_SEPARATORS = {"cells": " ", "grid": ""}
 STEP_REWARD = -0.1  # every move, blocked or not
@@ -92,6 +94,10 @@ class SokobanEnv(TextEnv):
         relative: add lines in words under the board (:func:`~envs.sokoban.text.relative_lines`): what is
             next to the player in each direction, and where each box is from the player and its target
             from the box ("The box is 1 down and 2 left of you; the target is 1 left of the box.").
+        oracle_turns: how :meth:`oracle` cuts its solution into turns: ``"packed"``, ``max_actions_per_turn``
+            moves a turn; ``"phases"``, a turn ends where the solution turns from walking to pushing or back
+            (:func:`~envs.sokoban.plans.phase_turns`, within the turns left), so that each turn of a warm-up
+            on the oracle's episodes is one step read off the board. The moves are the same optimal ones.
 
     Info keys besides the standard ones: ``boxes_on_target``, ``num_boxes``, ``steps`` (moves so far),
     ``pushes``, ``optimal_moves`` (of the start position; ``None`` if unsolvable or unknown),
@@ -119,6 +125,7 @@ class SokobanEnv(TextEnv):
         board: str = "grid",
         positions: bool = False,
         relative: bool = True,
+        oracle_turns: str = "packed",
     ) -> None:
         super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
         _check_positive(
@@ -137,6 +144,9 @@ class SokobanEnv(TextEnv):
         self.board_format = board
         self.show_positions = bool(positions)
         self.show_relative = bool(relative)
+        if oracle_turns not in ORACLE_TURNS:
+            raise ValueError(f"oracle_turns must be one of {list(ORACLE_TURNS)}, got {oracle_turns!r}")
+        self.oracle_turns = oracle_turns
         self.levels = _load_level_file(level_file) if level_file is not None else None
         self.shape = _normalize_dim(dim)
         self.num_boxes = int(num_boxes)
@@ -252,16 +262,22 @@ class SokobanEnv(TextEnv):
         return "\n".join(lines)
 
     def oracle(self) -> list[str] | None:
-        """An optimal solution (fewest moves, then fewest pushes) from the current position, packed
-        ``max_actions_per_turn`` moves per turn. ``[]`` once the episode is over; ``None`` before reset, when
-        the position is unsolvable (a box stuck in a corner, say) or when the solver's budget runs out.
+        """An optimal solution (fewest moves, then fewest pushes) from the current position, cut into turns
+        as ``oracle_turns`` says. ``[]`` once the episode is over; ``None`` before reset, when the position is
+        unsolvable (a box stuck in a corner, say) or when the solver's budget runs out.
         """
         if self._board is None:
             return None
         if self.episode_over:
             return []
         moves = self._plans.plan(self._board)
-        return None if moves is None else self.word_actions.turns(moves)
+        if moves is None:
+            return None
+        if self.oracle_turns == "packed":
+            return self.word_actions.turns(moves)
+        turns_left = None if self.max_turns is None else self.max_turns - self.turn
+        cuts = phase_turns(self._board, moves, self.max_actions_per_turn, turns_left)
+        return [self.word_actions.turn(words) for words in cuts]
 
     def valid_actions(self) -> list[str]:
         return [self.word_actions.turn([word]) for word in ACTIONS]

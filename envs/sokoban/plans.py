@@ -11,10 +11,12 @@ the same seed and actions give the same answers.
 
 from __future__ import annotations
 
-from envs.sokoban.room import Board, Level
+from functools import cache
+
+from envs.sokoban.room import PUSHED, Board, Level
 from envs.sokoban.solver import solve
 
-__all__ = ["PlanCache"]
+__all__ = ["PlanCache", "phase_turns"]
 
 # A position within one room: the boxes and the player's cell.
 _Position = tuple[frozenset[int], int]
@@ -56,3 +58,47 @@ class PlanCache:
         solution = solve(position, max_expansions=self.max_expansions).solution
         self.remember(position, None if solution is None else solution.moves)
         return self._plans[key]
+
+
+def phase_turns(board: Board, moves: tuple[str, ...], cap: int, turns: int | None) -> list[tuple[str, ...]]:
+    """``moves`` (a plan from ``board``'s position) cut into turns that end where the plan changes phase.
+
+    A phase is a run of walking moves or a run of pushes in one direction. Each turn then holds one
+    step a reader of the board can take in one go: walk to the cell behind the box, push it so far.
+    With at most ``cap`` moves a turn and ``turns`` turns left (``None``: no limit) not every phase can
+    have its own turn; the cut keeps the phases apart where it can, the start of a push run first, and
+    falls back to turns of ``cap`` moves (the first turns full) where the limits leave no choice. A
+    plan longer than ``cap * turns`` is packed ``cap`` moves a turn: it cannot finish either way.
+    """
+    n = len(moves)
+    limit = n if turns is None else turns
+    if n == 0 or n > cap * limit:
+        return [moves[i : i + cap] for i in range(0, n, cap)]
+    probe = Board(board.snapshot())
+    kinds = [(word, True) if probe.move(word) == PUSHED else ("", False) for word in moves]
+    # The price of the turn boundaries: a boundary where no phase changes costs 1, a phase change left
+    # inside a turn costs 1, and 2 before a push run (a turn that walks then pushes is the harder read).
+    changes = {i: 2 if kinds[i][1] else 1 for i in range(1, n) if kinds[i] != kinds[i - 1]}
+
+    @cache
+    def best(start: int, left: int) -> tuple[int, tuple[int, ...]]:
+        """The cheapest cut of ``moves[start:]`` into at most ``left`` turns: (price, turn lengths)."""
+        if start == n:
+            return 0, ()
+        if left == 0 or n - start > cap * left:
+            return n * 3 + 1, ()  # infeasible: dearer than any feasible cut
+        options = []
+        for size in range(min(cap, n - start), 0, -1):
+            end = start + size
+            inside = sum(changes.get(i, 0) for i in range(start + 1, end))
+            boundary = 0 if end == n or end in changes else 1
+            price, rest = best(end, left - 1)
+            options.append((inside + boundary + price, (size, *rest)))
+        return min(options, key=lambda option: option[0])
+
+    cuts, start = best(0, limit)[1], 0
+    out = []
+    for size in cuts:
+        out.append(moves[start : start + size])
+        start += size
+    return out

@@ -270,7 +270,14 @@ def test_metrics_after_a_step():
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "seeds"),
-    [({}, 60), ({"dim": 8, "num_boxes": 2}, 20), ({"dim": 10, "num_boxes": 4}, 3), ({"require_answer_tag": True}, 10)],
+    [
+        ({}, 60),
+        ({"dim": 8, "num_boxes": 2}, 20),
+        ({"dim": 10, "num_boxes": 4}, 3),
+        ({"require_answer_tag": True}, 10),
+        ({"oracle_turns": "phases", "max_turns": 3}, 60),
+        ({"oracle_turns": "phases", "dim": 8, "num_boxes": 2}, 20),
+    ],
 )
 def test_oracle_solves_generated_episodes_with_the_expected_return(kwargs, seeds):
     for seed in range(seeds):
@@ -308,6 +315,41 @@ def test_oracle_from_mid_episode_positions():
         assert info["success"] and info["steps"] == 3 + expected
         solved += 1
     assert solved >= 30
+
+
+# Box at row 3 column 2, target at row 1 column 4: the one optimal solution pushes Right twice, walks
+# Down and Right to below the box and pushes Up twice (kinds: push push walk walk push push).
+_TWO_PUSH_RUNS = "#######\n#   . #\n#     #\n#@$   #\n#     #\n#######"
+
+
+@pytest.mark.parametrize(
+    ("max_turns", "expected"),
+    [
+        (3, ["Right || Right", "Down || Right", "Up || Up"]),  # a turn per phase
+        (None, ["Right || Right", "Down || Right", "Up || Up"]),
+        # two turns: the walk joins the push run before it (the start of a push run stays a turn's start)
+        (2, ["Right || Right || Down || Right", "Up || Up"]),
+        (1, ["Right || Right || Down || Right || Up", "Up"]),  # 6 moves cannot fit one turn: packed, as it would be
+    ],
+)
+def test_oracle_cuts_its_turns_where_the_solution_changes_phase(max_turns, expected):
+    packed = SokobanEnv(max_turns=max_turns, max_moves=6)
+    phases = SokobanEnv(max_turns=max_turns, max_moves=6, oracle_turns="phases")
+    for env in (packed, phases):
+        env.reset(seed=0, options={"level": _TWO_PUSH_RUNS})
+    assert phases.optimal_solution.moves == ("Right", "Right", "Down", "Right", "Up", "Up")
+    assert packed.oracle() == ["Right || Right || Down || Right || Up", "Up"]
+    assert phases.oracle() == expected
+    if max_turns == 3:  # asked again after a turn, it cuts what is left within the turns left
+        phases.step("Right || Right")
+        assert phases.oracle() == ["Down || Right", "Up || Up"]
+        phases.step("Down")  # half the walk: one turn is left, so the walk's rest and the pushes share it
+        assert phases.oracle() == ["Right || Up || Up"]
+
+
+def test_oracle_turns_is_checked():
+    with pytest.raises(ValueError, match="oracle_turns must be one of"):
+        SokobanEnv(oracle_turns="phase")
 
 
 def test_oracle_before_reset_and_after_the_end():
