@@ -94,6 +94,8 @@ class SokobanEnv(TextEnv):
         relative: add lines in words under the board (:func:`~envs.sokoban.text.relative_lines`): what is
             next to the player in each direction, and where each box is from the player and its target
             from the box ("The box is 1 down and 2 left of you; the target is 1 left of the box.").
+        box_line: with ``relative``, a line under each box's: what is next to the box in each direction
+            ("Next to the box: Up wall, Down you, Left floor, Right floor."), as the board shows it.
         oracle_turns: how :meth:`oracle` cuts its solution into turns: ``"packed"``, ``max_actions_per_turn``
             moves a turn; ``"phases"``, a turn ends where the solution turns from walking to pushing or back
             (:func:`~envs.sokoban.plans.phase_turns`, within the turns left), so that each turn of a warm-up
@@ -126,6 +128,7 @@ class SokobanEnv(TextEnv):
         positions: bool = False,
         relative: bool = True,
         oracle_turns: str = "packed",
+        box_line: bool = False,
     ) -> None:
         super().__init__(max_turns=max_turns, format_penalty=format_penalty, render_mode=render_mode)
         _check_positive(
@@ -144,6 +147,7 @@ class SokobanEnv(TextEnv):
         self.board_format = board
         self.show_positions = bool(positions)
         self.show_relative = bool(relative)
+        self.box_line = bool(box_line)
         if oracle_turns not in ORACLE_TURNS:
             raise ValueError(f"oracle_turns must be one of {list(ORACLE_TURNS)}, got {oracle_turns!r}")
         self.oracle_turns = oracle_turns
@@ -258,7 +262,7 @@ class SokobanEnv(TextEnv):
         if self.show_positions:
             lines.append(positions_line(board))
         if self.show_relative:
-            lines.append(relative_lines(board))
+            lines.append(relative_lines(board, box_neighbours=self.box_line))
         return "\n".join(lines)
 
     def oracle(self) -> list[str] | None:

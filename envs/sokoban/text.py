@@ -95,11 +95,12 @@ def positions_line(board: Board) -> str:
     return f"You: {level.position(board.player)}. Boxes: {cells(board.boxes)}. Targets: {cells(level.targets)}."
 
 
-def relative_lines(board: Board) -> str:
+def relative_lines(board: Board, *, box_neighbours: bool = False) -> str:
     """The position in words, relative to the player: what is next to the player in each direction, where
     each box is from the player and where the nearest target is from that box (on a 6x6 board with one box:
     "Next to you: Up wall, Down floor, Left box, Right floor." and "The box is 1 down and 2 left of you;
-    the target is 1 left of the box.").
+    the target is 1 left of the box."). ``box_neighbours``: under each box's line, what is next to that box
+    ("Next to the box: Up wall, Down you, Left floor, Right floor."), the cells a push needs free.
 
     With several boxes, each box names its nearest target that holds no box (ties: the one nearer the top
     left). The grid asks a reader to find symbols by their column; these lines name the directions with the
@@ -121,11 +122,15 @@ def relative_lines(board: Board) -> str:
             words = f"{offset_words(where, level.position(nearest))} of"
             target = f"the target is {words} the box" if len(boxes) == 1 else f"its nearest free target is {words} it"
         lines.append(f"{name} is {offset_words(here, where)} of you; {target}.")
+        if box_neighbours:
+            cells = ((action, box + level.offset(action)) for action in ACTIONS)
+            named = ", ".join(f"{a} {'you' if c == board.player else _cell_name(board, c)}" for a, c in cells)
+            lines.append(f"Next to {'the box' if len(boxes) == 1 else f'box {number}'}: {named}.")
     return "\n".join(lines)
 
 
 def _cell_name(board: Board, cell: int) -> str:
-    """The legend's name of a cell next to the player (never the player's own cell)."""
+    """The legend's name of a cell other than the player's."""
     level = board.level
     if cell in board.boxes:
         return _NAMES[BOX_ON_TARGET if cell in level.targets else BOX]

@@ -160,6 +160,25 @@ def test_relative_lines_name_directions_from_the_player_by_hand():
     assert "Positions are" not in env.instructions
 
 
+def test_box_line_names_what_is_next_to_each_box_by_hand():
+    env = SokobanEnv(max_turns=3, box_line=True)
+    observation = env.reset(seed=0, options={"level": "#######\n#@$ .#\n##    #\n#######"})[0]
+    assert (
+        "Next to you: Up wall, Down wall, Left wall, Right box.\n"
+        "The box is 1 right of you; the target is 2 right of the box.\n"
+        "Next to the box: Up wall, Down floor, Left you, Right floor.\nBoxes on targets:"
+    ) in observation
+    after = env.step("Right || Right")[0]  # the box onto the target
+    assert "The box is 1 right of you; it is on a target.\n" in after
+    assert "\nNext to the box: Up wall, Down floor, Left you, Right wall.\n" in after
+    several = SokobanEnv(max_turns=3, box_line=True)
+    observation = several.reset(seed=0, options={"level": "#######\n#@$. #\n#  $.#\n#  * #\n#######"})[0]
+    assert "\nNext to box 1: Up wall, Down floor, Left you, Right target.\n" in observation
+    assert "\nNext to box 2: Up target, Down box on a target, Left floor, Right target.\n" in observation
+    assert "\nNext to box 3: Up box, Down wall, Left floor, Right floor.\n" in observation
+    assert "Next to the box" not in SokobanEnv(max_turns=3).reset(seed=0)[0]
+
+
 def test_relative_lines_with_several_boxes_point_each_box_to_its_nearest_free_target():
     level = "#######\n#@$. #\n#  $.#\n#  * #\n#######"
     env = SokobanEnv(max_turns=3, relative=True)
