@@ -148,6 +148,8 @@ class SokobanEnv(TextEnv):
         self.show_positions = bool(positions)
         self.show_relative = bool(relative)
         self.box_line = bool(box_line)
+        if self.box_line and not self.show_relative:
+            raise ValueError("box_line=True adds a line to the relative lines: set relative=True as well")
         if oracle_turns not in ORACLE_TURNS:
             raise ValueError(f"oracle_turns must be one of {list(ORACLE_TURNS)}, got {oracle_turns!r}")
         self.oracle_turns = oracle_turns

@@ -177,6 +177,8 @@ def test_box_line_names_what_is_next_to_each_box_by_hand():
     assert "\nNext to box 2: Up target, Down box on a target, Left floor, Right target.\n" in observation
     assert "\nNext to box 3: Up box, Down wall, Left floor, Right floor.\n" in observation
     assert "Next to the box" not in SokobanEnv(max_turns=3).reset(seed=0)[0]
+    with pytest.raises(ValueError, match="set relative=True as well"):
+        SokobanEnv(relative=False, box_line=True)
 
 
 def test_relative_lines_with_several_boxes_point_each_box_to_its_nearest_free_target():
