@@ -279,11 +279,12 @@ class SokobanEnv(TextEnv):
         moves = self._plans.plan(self._board)
         if moves is None:
             return None
-        if self.oracle_turns == "packed":
-            return self.word_actions.turns(moves)
-        turns_left = None if self.max_turns is None else self.max_turns - self.turn
-        cuts = phase_turns(self._board, moves, self.max_actions_per_turn, turns_left)
-        return [self.word_actions.turn(words) for words in cuts]
+        if self.oracle_turns == "phases":
+            turns_left = None if self.max_turns is None else self.max_turns - self.turn
+            cuts = phase_turns(self._board, moves, self.max_actions_per_turn, turns_left)
+            if cuts is not None:
+                return [self.word_actions.turn(words) for words in cuts]
+        return self.word_actions.turns(moves)
 
     def valid_actions(self) -> list[str]:
         return [self.word_actions.turn([word]) for word in ACTIONS]

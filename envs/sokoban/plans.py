@@ -60,20 +60,20 @@ class PlanCache:
         return self._plans[key]
 
 
-def phase_turns(board: Board, moves: tuple[str, ...], cap: int, turns: int | None) -> list[tuple[str, ...]]:
+def phase_turns(board: Board, moves: tuple[str, ...], cap: int, turns: int | None) -> list[tuple[str, ...]] | None:
     """``moves`` (a plan from ``board``'s position) cut into turns that end where the plan changes phase.
 
     A phase is a run of walking moves or a run of pushes in one direction. Each turn then holds one
     step a reader of the board can take in one go: walk to the cell behind the box, push it so far.
     With at most ``cap`` moves a turn and ``turns`` turns left (``None``: no limit) not every phase can
     have its own turn; the cut keeps the phases apart where it can, the start of a push run first, and
-    falls back to turns of ``cap`` moves (the first turns full) where the limits leave no choice. A
-    plan longer than ``cap * turns`` is packed ``cap`` moves a turn: it cannot finish either way.
+    falls back to turns of ``cap`` moves (the first turns full) where the limits leave no choice.
+    ``None`` for an empty plan or one longer than ``cap * turns``: no cut finishes it (pack it as usual).
     """
     n = len(moves)
     limit = n if turns is None else turns
     if n == 0 or n > cap * limit:
-        return [moves[i : i + cap] for i in range(0, n, cap)]
+        return None
     probe = Board(board.snapshot())
     kinds = [(word, True) if probe.move(word) == PUSHED else ("", False) for word in moves]
     # The price of the turn boundaries: a boundary where no phase changes costs 1, a phase change left
