@@ -129,9 +129,14 @@ def test_the_token_view_marks_exactly_the_sampled_tokens(browser, report_url: st
     browser.find_element(By.CSS_SELECTOR, '#episode-list tr[data-index="5"]').click()  # opens #episode=5
     assert browser.execute_script("return location.hash") == "#episode=5"
     t = hand_built_trajectory(seed=105)
-    marks = browser.execute_script(
-        "return [...document.querySelectorAll('#tokens [data-mask]')]"
-        ".map(s => [s.dataset.mask, s.textContent, s.title])"
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # the page draws the episode on its hashchange event, which the browser fires after the click returns
+    marks = WebDriverWait(browser, 10).until(
+        lambda b: b.execute_script(
+            "return [...document.querySelectorAll('#tokens [data-mask]')]"
+            ".map(s => [s.dataset.mask, s.textContent, s.title])"
+        )
     )
     assert [int(m) for m, _, _ in marks] == [0] * len(t.prompt_ids) + t.response_mask
     assert "".join(text for _, text, _ in marks) == FakeTokenizer().decode(t.prompt_ids + t.response_ids)
