@@ -28,6 +28,17 @@ instructions) runs as one sequence with that prefix once (:func:`pack_rows`, ``W
 one forward call per micro-batch either way, so FSDP's hooks and collectives are unchanged, and the
 outputs and gradients are the unpacked ones up to float rounding.
 
+A shared prefix run once. With chunked logits, the tokens every row of a call starts with (the system prompt and
+instructions) run once per call: per scoring call (old logprobs, values, the reference's logprobs) and per
+optimizer step of an update (RL's and the warm-up's). Each micro-batch then runs only the rest of its rows,
+attending to the prefix's keys and values (:class:`SharedPrefix`, :class:`PrefixLayer`). In an update those keys
+and values are leaves: every micro-batch's backward adds its gradient to them, and one backward through the
+prefix's forward after the last micro-batch (:meth:`ModelWorker._shared_prefix`) gives the weights the rest, so
+the step's gradient is the full rows' up to float rounding. Activation checkpointing recomputes a layer with its
+cache, which stores nothing (:func:`_layers_keep_cache`). With one row a micro-batch (the default) this is the
+only sharing there is; the packing above still applies where the chunked path does not (``logits_chunk_size=0``,
+a critic model).
+
 Chunked logits (``WorkerSpec.logits_chunk_size`` > 0). The actor and the reference run the decoder alone and
 apply the vocabulary head to its last hidden state at the response's positions only, a chunk of positions at a
 time, forward and backward (:func:`trainer.algos.chunked_token_logprobs`): no ``[rows, tokens, vocabulary]``
@@ -42,15 +53,17 @@ import functools
 import math
 import os
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from transformers.cache_utils import Cache, DynamicLayer
 
 from agents.memory import peak_resident_mib, return_free_memory
+from agents.models import cache_keyword
 from trainer.algos import (
     ActorTerms,
     Aggregation,
@@ -93,6 +106,7 @@ class ModelWorker:
         self.optimizer: torch.optim.Optimizer | None = None
         self.value_head: nn.Linear | None = None
         self._features: list[Tensor] | None = None  # the vocabulary head's inputs, while a forward captures them
+        self._prefix: SharedPrefix | None = None  # the scored rows' common first tokens, while a scoring call runs
 
     # ------------------------------------------------------------------------------------------ set-up
     def setup(self) -> dict[str, Any]:
@@ -288,6 +302,14 @@ class ModelWorker:
     def _body_inputs(self, mb: TrainBatch, rows: Tensor, columns: Tensor) -> tuple[dict[str, Tensor], tuple]:
         """The decoder's inputs for ``mb`` (packed as :meth:`_forward` packs), and the index into its last hidden
         state ``[B, T, H]`` of the position that predicts each token ``(rows, columns)`` (the one before it)."""
+        if self._prefix is not None:  # the prefix's keys/values serve every row: only the rest runs
+            shared = self._prefix.length
+            suffix = mb.input_ids[:, shared:]
+            positions = torch.arange(shared, mb.input_ids.shape[1]).expand_as(suffix)
+            body = {"input_ids": suffix, "attention_mask": mb.attention_mask, "position_ids": positions}
+            body = {name: value.to(self.device) for name, value in body.items()}
+            index = (rows, columns - 1 - shared)
+            return {**body, self._prefix.keyword: self._prefix.cache()}, tuple(i.to(self.device) for i in index)
         prefix = shared_prefix_length(mb) if self.spec.share_prefix else 0
         if prefix < MIN_SHARED_PREFIX:
             body = {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask}
@@ -327,7 +349,7 @@ class ModelWorker:
         """
         if base and self.spec.lora.rank == 0:
             raise ValueError("base logprobs need LoRA adapters to switch off (model.lora_rank > 0)")
-        with self.model.disable_adapter() if base else nullcontext():
+        with self.model.disable_adapter() if base else nullcontext(), self._shared_prefix(batch):
             outputs = [
                 self._policy_outputs(mb, temperature, "none")[0].cpu()
                 for mb in self._micro_batches(batch, micro_batch_size)
@@ -343,10 +365,11 @@ class ModelWorker:
         if self.value_head is None:
             raise ValueError(f"the {self.spec.role} has no value head (WorkerSpec.value_head)")
         logprobs, values = [], []
-        for mb in self._micro_batches(batch, micro_batch_size):
-            mb_logprobs, _, mb_values = self._policy_outputs(mb, temperature, "none")
-            logprobs.append(mb_logprobs.cpu())
-            values.append(mb_values.cpu())
+        with self._shared_prefix(batch):
+            for mb in self._micro_batches(batch, micro_batch_size):
+                mb_logprobs, _, mb_values = self._policy_outputs(mb, temperature, "none")
+                logprobs.append(mb_logprobs.cpu())
+                values.append(mb_values.cpu())
         return_free_memory()
         length = batch.input_ids.shape[1]
         return _stack_padded(logprobs, length), _stack_padded(values, length)
@@ -356,9 +379,61 @@ class ModelWorker:
         """Values ``[n, L]`` of every position of ``batch`` (the critic's, or the actor's value head's)."""
         if self.spec.role != "critic" and self.value_head is None:
             raise ValueError(f"the {self.spec.role} has no value head (WorkerSpec.value_head)")
-        outputs = [self._values(mb).cpu() for mb in self._micro_batches(batch, micro_batch_size)]
+        with self._shared_prefix(batch):
+            outputs = [self._values(mb).cpu() for mb in self._micro_batches(batch, micro_batch_size)]
         return_free_memory()
         return _stack_padded(outputs, batch.input_ids.shape[1])
+
+    @contextmanager
+    def _shared_prefix(self, batch: TrainBatch) -> Iterator[None]:
+        """While ``batch``'s micro-batches run: the first tokens all its rows share run once, and the chunked forward
+        of every micro-batch reads their keys/values (module docstring, "A shared prefix run once"). Only where the
+        chunked path runs (an actor or a reference with ``logits_chunk_size`` > 0) and the prefix is long enough.
+
+        With a gradient (an update) the micro-batches read the keys/values as leaves; their gradients, summed over
+        the micro-batches, go through the prefix's forward in one backward on exit, so the weights receive what
+        the full rows would have given them.
+        """
+        shared = 0
+        if self.spec.share_prefix and self.spec.logits_chunk_size > 0 and self.spec.role != "critic":
+            shared = shared_prefix_length(batch)
+        if not self._on_every_rank(shared >= MIN_SHARED_PREFIX):  # a rank alone would run one forward more
+            yield
+            return
+        keyword = cache_keyword(self.model)
+        with _layers_keep_cache(self.model):
+            layers, hidden = self.model.prefix_keys_values(batch.input_ids[:1, :shared].to(self.device))
+            if not torch.is_grad_enabled():
+                self._prefix = SharedPrefix(shared, layers, keyword)
+                try:
+                    yield
+                finally:
+                    self._prefix = None
+                return
+            leaves = [(keys.detach().requires_grad_(), values.detach().requires_grad_()) for keys, values in layers]
+            self._prefix = SharedPrefix(shared, leaves, keyword)
+            try:
+                yield
+            finally:
+                self._prefix = None
+            produced = [tensor for pair in layers for tensor in pair] + [hidden]
+            grads = [
+                leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for pair in leaves for leaf in pair
+            ]
+            # the last hidden state's zero gradient takes the backward through every layer's output, in order, so
+            # FSDP gathers each layer's weights before its part of this backward as it does in any other
+            torch.autograd.backward(produced, [*grads, torch.zeros_like(hidden)])
+
+    def _on_every_rank(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on every rank: where it decides a forward of its own (FSDP's collectives need every
+        rank to run the same forwards and backwards), each rank's shard of rows may say otherwise."""
+        if self.world_size == 1:
+            return flag
+        import torch.distributed as dist
+
+        value = torch.tensor([int(flag)])  # on the CPU: gloo, also beside NCCL
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return bool(value.item())
 
     # ------------------------------------------------------------------------------------------ updates
     def update_policy(
@@ -368,41 +443,49 @@ class ModelWorker:
         objective on its outputs (:func:`trainer.algos.actor_objective`), backward."""
         stats_sum = StepStats()
         entropy_mode = "grad" if loss.entropy_coef > 0 else "log"
-        for mb in self._micro_batches(batch, micro_batch_size):
-            logprobs, entropy, values = self._policy_outputs(mb, loss.temperature, entropy_mode)
-            terms = ActorTerms(
-                policy=PolicyInputs(
-                    logprobs,
-                    mb.old_logprobs.to(self.device),
-                    mb.advantages.to(self.device),
-                    mb.response_mask.to(self.device),
-                    None if mb.is_weights is None else mb.is_weights.to(self.device),
-                ),
-                entropy=entropy,
-                ref_logprobs=None if mb.ref_logprobs is None else mb.ref_logprobs.to(self.device),
-            )
-            if values is not None and mb.returns is not None:
-                head = {
-                    "values": values,
-                    "old_values": mb.values.to(self.device),
-                    "returns": mb.returns.to(self.device),
-                }
-                terms = replace(terms, **head)
-            total, stats, losses = actor_objective(terms, loss, agg)
-            (total * self.world_size).backward()
-            stats_sum.add(stats, float(terms.policy.mask.sum()), losses)
+        with self._shared_prefix(batch):
+            for mb in self._micro_batches(batch, micro_batch_size):
+                self._policy_micro_batch(mb, agg, loss, entropy_mode, stats_sum)
         return self._step(stats_sum)
+
+    def _policy_micro_batch(
+        self, mb: TrainBatch, agg: Aggregation, loss: PolicyLossSpec, entropy_mode: str, stats_sum: StepStats
+    ) -> None:
+        """One micro-batch of :meth:`update_policy`: forward, the actor's objective, backward; its stats added."""
+        logprobs, entropy, values = self._policy_outputs(mb, loss.temperature, entropy_mode)
+        terms = ActorTerms(
+            policy=PolicyInputs(
+                logprobs,
+                mb.old_logprobs.to(self.device),
+                mb.advantages.to(self.device),
+                mb.response_mask.to(self.device),
+                None if mb.is_weights is None else mb.is_weights.to(self.device),
+            ),
+            entropy=entropy,
+            ref_logprobs=None if mb.ref_logprobs is None else mb.ref_logprobs.to(self.device),
+        )
+        if values is not None and mb.returns is not None:
+            head = {
+                "values": values,
+                "old_values": mb.values.to(self.device),
+                "returns": mb.returns.to(self.device),
+            }
+            terms = replace(terms, **head)
+        total, stats, losses = actor_objective(terms, loss, agg)
+        (total * self.world_size).backward()
+        stats_sum.add(stats, float(terms.policy.mask.sum()), losses)
 
     def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> StepStats:
         """One optimizer step of supervised fine-tuning on this rank's rows: the NLL of the tokens where
         ``response_mask`` is 1 (:func:`trainer.algos.sft_loss`), at temperature 1."""
         stats_sum = StepStats()
-        for mb in self._micro_batches(batch, micro_batch_size):
-            mask = mb.response_mask.to(self.device)
-            logprobs, _, _ = self._policy_outputs(mb, 1.0, "none")
-            loss, stats = sft_loss(logprobs, mask, agg)
-            (loss * self.world_size).backward()
-            stats_sum.add(stats, float(mask.sum()), {"sft_loss": loss.detach()})
+        with self._shared_prefix(batch):
+            for mb in self._micro_batches(batch, micro_batch_size):
+                mask = mb.response_mask.to(self.device)
+                logprobs, _, _ = self._policy_outputs(mb, 1.0, "none")
+                loss, stats = sft_loss(logprobs, mask, agg)
+                (loss * self.world_size).backward()
+                stats_sum.add(stats, float(mask.sum()), {"sft_loss": loss.detach()})
         return self._step(stats_sum)
 
     def update_value(
@@ -600,6 +683,51 @@ def pack_rows(mb: TrainBatch, prefix: int, keep: int) -> PackedRows:
     return PackedRows(torch.cat(pieces)[None], torch.cat(positions)[None], mask[None, None], wanted, gather)
 
 
+class CaptureLayer(DynamicLayer):
+    """One decoder layer's keys/values of a forward without a past: ``update`` keeps the latest it is given (a
+    recomputed forward gives the same again) and returns them unchanged."""
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        self.keys, self.values, self.is_initialized = key_states, value_states, True
+        return key_states, value_states
+
+
+class PrefixLayer(DynamicLayer):
+    """One decoder layer's keys/values of a prefix that every row of a forward continues (``[1, heads, P, dim]``).
+
+    ``update`` returns the prefix (broadcast over the forward's rows) followed by the new keys/values and stores
+    nothing, so the layer can serve any number of forwards, a recomputed one included.
+    """
+
+    def __init__(self, keys: Tensor, values: Tensor):
+        super().__init__()
+        self.keys, self.values, self.is_initialized = keys, values, True
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        rows = key_states.shape[0]
+        keys = torch.cat([self.keys.expand(rows, -1, -1, -1), key_states], dim=-2)
+        return keys, torch.cat([self.values.expand(rows, -1, -1, -1), value_states], dim=-2)
+
+    def get_seq_length(self) -> int:
+        return self.keys.shape[-2]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.keys.shape[-2] + query_length, 0
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """The first ``length`` tokens of every scored row, and each decoder layer's ``(keys, values)`` of them."""
+
+    length: int
+    layers: list[tuple[Tensor, Tensor]]
+    keyword: str  # the decoder's name for a cache argument (agents.models.cache_keyword)
+
+    def cache(self) -> Cache:
+        """A transformers cache that puts the prefix before the tokens of a forward (:class:`PrefixLayer`)."""
+        return Cache(layers=[PrefixLayer(keys, values) for keys, values in self.layers])
+
+
 def shared_prefix_length(mb: TrainBatch) -> int:
     """How many leading tokens every row of ``mb`` has in common, up to the shortest prompt's last token
     (excluded: outputs are read from there on); 0 for a single row."""
@@ -632,6 +760,38 @@ def _register_head_outputs(model: nn.Module) -> None:
 
     model.head_outputs = functools.partial(_head_outputs, model)
     register_fsdp_forward_method(model, "head_outputs")
+    model.prefix_keys_values = functools.partial(_prefix_keys_values, model)
+    register_fsdp_forward_method(model, "prefix_keys_values")
+
+
+def _prefix_keys_values(model: nn.Module, input_ids: Tensor) -> tuple[list[tuple[Tensor, Tensor]], Tensor]:
+    """Each decoder layer's ``(keys, values)`` ``[1, heads, P, dim]`` of ``input_ids`` ``[1, P]``, and the decoder's
+    last hidden state ``[1, P, H]`` (the decoder alone; :class:`CaptureLayer`)."""
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder = causal_lm.get_decoder()
+    cache = Cache(layers=[CaptureLayer() for _ in decoder_layers(model)])
+    hidden = decoder(input_ids=input_ids, use_cache=True, **{cache_keyword(causal_lm): cache}).last_hidden_state
+    # clones, not the attention's views of them: FSDP hooks the backward of what a forward method returns
+    return [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers], hidden
+
+
+@contextmanager
+def _layers_keep_cache(model: nn.Module) -> Iterator[None]:
+    """Let ``model``'s decoder layers keep their cache argument under activation checkpointing, which transformers
+    drops because a layer that writes a cache would write it again when recomputed. :class:`CaptureLayer` and
+    :class:`PrefixLayer` give a recomputed forward what the first one got."""
+    layers = decoder_layers(model)
+    before = [layer.__dict__.get("_can_checkpoint_with_cache") for layer in layers]
+    for layer in layers:
+        layer._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for layer, value in zip(layers, before, strict=True):
+            if value is None:
+                del layer._can_checkpoint_with_cache
+            else:
+                layer._can_checkpoint_with_cache = value
 
 
 def _head_outputs(

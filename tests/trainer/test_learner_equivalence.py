@@ -13,9 +13,10 @@ compared too.
 The batch has five rows (two ranks get 3 + 3 with one padding row), multi-turn masks with observation
 gaps, different prompt and total lengths, old logprobs perturbed so some ratios are clipped, importance
 weights, a reference policy with a KL term, and an entropy bonus: every term of the loss is live.
-Every row starts with the same 20 tokens (a system prompt), so a micro-batch of several rows runs
-packed behind them (``trainer.learner_worker.pack_rows``) and a micro-batch of one row does not: the
-agreement covers the packed forward and its gradients too.
+Every row starts with the same 20 tokens (a system prompt), so each rank runs them once for all its
+micro-batches and backpropagates into them once (``ModelWorker._shared_prefix``); one more rank with
+``share_prefix=False`` runs every row in full: the agreement covers the shared prefix's forward and its
+gradients, over one rank and two.
 
 Also here, on the same cluster: a learner's ranks start at once and load in the background
 (``Learner(..., wait=False)`` returns while they set up; ``ready()`` waits for every role and raises a rank's error).
@@ -75,16 +76,18 @@ def make_batch() -> TrainBatch:
 
 @pytest.fixture(scope="module")
 def groups():
-    init_ray(num_cpus=8, object_store_memory=200 * 1024**2)
+    init_ray(num_cpus=9, object_store_memory=200 * 1024**2)  # the groups hold 7, two tests start 2 more
     path = str(tiny_model_path())
-    options = {"num_cpus": 1, "wait": False}  # the six ranks load at once
+    options = {"num_cpus": 1, "wait": False}  # the seven ranks load at once
     one = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=1, **options)
     two = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=2, **options)
     critic_one = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=1, **options)
     critic_two = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=2, **options)
-    for group in (one, two, critic_one, critic_two):
+    full = WorkerSpec("actor", path, OPTIMIZER, num_threads=1, share_prefix=False)
+    one_full = WorkerGroup(full, world_size=1, **options)
+    for group in (one, two, critic_one, critic_two, one_full):
         group.wait_ready()
-    yield {"one": one, "two": two, "critic_one": critic_one, "critic_two": critic_two}
+    yield {"one": one, "two": two, "critic_one": critic_one, "critic_two": critic_two, "one_full": one_full}
     import_ray().shutdown()
 
 
@@ -92,7 +95,7 @@ def groups():
 def initial(groups, tmp_path_factory):
     """Each group's starting point on disk, reloaded before every update; and the scored batch."""
     directory = tmp_path_factory.mktemp("initial")
-    for name in ("one", "two", "critic_one", "critic_two"):
+    for name in ("one", "two", "critic_one", "critic_two", "one_full"):
         asyncio.run(groups[name].save_checkpoint(directory / name))
     batch = make_batch()
     old = asyncio.run(groups["one"].compute_logprobs(batch, 1.0, 5))
@@ -109,13 +112,26 @@ def initial(groups, tmp_path_factory):
 
 def test_sharded_logprobs_match_one_rank(groups, initial):
     _, batch = initial
-    assert shared_prefix_length(batch) == SHARED  # the micro-batches of several rows run packed
+    assert shared_prefix_length(batch) == SHARED  # each rank runs it once
     one = asyncio.run(groups["one"].compute_logprobs(batch, 0.7, 2))
     two = asyncio.run(groups["two"].compute_logprobs(batch, 0.7, 1))
+    full = asyncio.run(groups["one_full"].compute_logprobs(batch, 0.7, 1))
     assert one.shape == batch.input_ids.shape
     torch.testing.assert_close(one, two, atol=1e-5, rtol=0)
+    torch.testing.assert_close(one, full, atol=1e-5, rtol=0)
     # Only sampled tokens and observation tokens after the prompt carry logprobs; the prompt's are 0.
     assert torch.all(one[0, : SHARED + 6] == 0) and torch.all(one[0, SHARED + 6 : SHARED + 18] < 0)
+
+
+def test_ranks_agree_on_running_a_prefix_their_shards_do_not_all_share(groups, initial):
+    _, batch = initial
+    mixed = batch.select(range(len(batch)))
+    mixed.input_ids = mixed.input_ids.clone()
+    mixed.input_ids[3:, 0] = torch.tensor([251, 252])  # rows 3 and 4 (the second rank's) start apart from all
+    assert shared_prefix_length(mixed.select([0, 1, 2])) == SHARED and shared_prefix_length(mixed.select([3, 4])) == 0
+    two = asyncio.run(groups["two"].compute_logprobs(mixed, 0.7, 1))  # one rank alone would wait for the other
+    full = asyncio.run(groups["one_full"].compute_logprobs(mixed, 0.7, 1))
+    torch.testing.assert_close(two, full, atol=1e-5, rtol=0)
 
 
 def run_policy_update(group: WorkerGroup, directory, batch: TrainBatch, mode: str, micro: int):
@@ -130,7 +146,7 @@ def test_policy_update_is_independent_of_micro_batch_and_ranks(groups, initial, 
     directory, batch = initial
     reference_stats, reference_weights = run_policy_update(groups["one"], directory / "one", batch, mode, len(batch))
     assert reference_stats["clipfrac"] > 0  # the clipped branch is live
-    for name, micro in (("one", 1), ("two", len(batch)), ("two", 1)):
+    for name, micro in (("one", 1), ("two", len(batch)), ("two", 1), ("one_full", 1)):
         stats, weights = run_policy_update(groups[name], directory / name, batch, mode, micro)
         for key in ("loss", "policy_loss", "grad_norm", "clipfrac", "entropy", "kl_ref"):
             assert stats[key] == pytest.approx(reference_stats[key], rel=1e-4, abs=1e-7), (name, micro, key)

@@ -8,6 +8,13 @@
 * On the tiny Llama with LoRA adapters (one FSDP2 rank, gloo): the packed actor's logprobs, the
   reference's (adapters off) and the critic's values equal the unpacked ones, and one update moves
   the trained weights the same way. ``tests/trainer/test_learner_equivalence.py`` covers two ranks.
+* Scoring (no gradient, chunked logits): the prefix runs once per call and every micro-batch only its
+  rows' remaining tokens (counted at the embedding), with the same logprobs and value-head values for
+  micro-batches of 1 and 3 rows; :class:`PrefixLayer` by hand.
+* Updates: the prefix runs once per optimizer step and its backward once after the micro-batches'; with
+  activation checkpointing on a layer (recomputed with its cache), a value head and an entropy bonus, two
+  steps move the adapters and the head as every row in full does, at micro-batches of 1 and 4; and two
+  warm-up steps of every weight with every layer recomputed move them as the full rows do.
 """
 
 from __future__ import annotations
@@ -23,7 +30,13 @@ from agents.models import tiny_model_path
 from trainer.algos import Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
 from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
-from trainer.learner_worker import MIN_SHARED_PREFIX, ModelWorker, pack_rows, shared_prefix_length
+from trainer.learner_worker import (
+    MIN_SHARED_PREFIX,
+    ModelWorker,
+    PrefixLayer,
+    pack_rows,
+    shared_prefix_length,
+)
 
 INIT = "tcp://127.0.0.1:29881"
 NEG = torch.finfo(torch.float32).min
@@ -177,3 +190,116 @@ def test_packed_outputs_and_updates_equal_the_unpacked_ones(workers):
     values = critic.compute_values(batch, 4)
     assert values.abs().max() > 1e-3 and not math.isnan(values.sum().item())
     torch.testing.assert_close(values, plain_critic.compute_values(batch, 4), atol=1e-5, rtol=0)
+
+
+def test_a_prefix_layer_reads_the_prefix_before_every_forward_and_stores_nothing():
+    keys, values = torch.arange(6.0).reshape(1, 1, 3, 2), -torch.arange(6.0).reshape(1, 1, 3, 2)
+    layer = PrefixLayer(keys, values)
+    new = torch.full((2, 1, 1, 2), 9.0)  # two rows, one head, one new token
+    for _ in range(2):  # a second forward (or a recomputed one) sees the same prefix
+        k, v = layer.update(new, -new)
+        assert k.shape == (2, 1, 4, 2) and layer.get_seq_length() == 3
+        assert k[1, 0].tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [9.0, 9.0]]
+        assert v[0, 0, :, 0].tolist() == [0.0, -2.0, -4.0, -9.0]
+    assert layer.get_mask_sizes(5) == (8, 0)
+
+
+def test_scoring_runs_the_shared_prefix_once_with_the_same_outputs():
+    path, batch = str(tiny_model_path()), sokoban_like_batch()
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    actors = {}
+    for share in (True, False):
+        spec = WorkerSpec(
+            "actor",
+            path,
+            OptimizerSpec(lr=1e-2),
+            LoraSpec(rank=4, alpha=8.0),
+            share_prefix=share,
+            value_head=OptimizerSpec(lr=1e-1),
+        )
+        actors[share] = ModelWorker(spec, 0, 1, INIT)
+        actors[share].setup()
+        # one update each (the same): the adapters and the zero-initialised value head move
+        actors[share].update_policy(batch, agg, PolicyLossSpec(temperature=0.7), 4)
+    seen: list[int] = []
+    embedding = actors[True].model.get_input_embeddings()
+    hook = embedding.register_forward_hook(lambda _m, args, _out: seen.append(args[0].numel()))
+    try:
+        lengths, prefix = batch.attention_mask.sum(dim=1).tolist(), shared_prefix_length(batch)
+        assert lengths == [34, 37, 40, 43] and prefix == 24
+        for micro in (1, 3):
+            seen.clear()
+            logprobs, values = actors[True].compute_logprobs_and_values(batch, 0.7, micro)
+            # the prefix once, then each micro-batch's rows from column 24 to the longest row's end
+            assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 3 * 16, 19])
+            plain_logprobs, plain_values = actors[False].compute_logprobs_and_values(batch, 0.7, micro)
+            torch.testing.assert_close(logprobs, plain_logprobs, atol=1e-5, rtol=0)
+            torch.testing.assert_close(values, plain_values, atol=1e-5, rtol=0)
+            assert values.abs().max() > 1e-3 and torch.all(logprobs[batch.response_mask > 0] < 0)
+            torch.testing.assert_close(actors[True].compute_values(batch, micro), plain_values, atol=1e-5, rtol=0)
+        seen.clear()
+        reference = actors[True].compute_logprobs(batch, 0.7, 1, base=True)  # adapters off: its own prefix
+        assert seen == [24, 10, 13, 16, 19]
+        torch.testing.assert_close(
+            reference, actors[False].compute_logprobs(batch, 0.7, 1, base=True), atol=1e-5, rtol=0
+        )
+        assert (reference - logprobs).abs().max() > 1e-4  # the adapters off score differently
+    finally:
+        hook.remove()
+
+
+@pytest.mark.parametrize("micro", [1, 4])
+def test_an_update_runs_the_shared_prefix_once_with_the_same_gradients(micro):
+    path, batch = str(tiny_model_path()), sokoban_like_batch()
+    agg = Aggregation("seq-mean-token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    loss = PolicyLossSpec(temperature=0.7, entropy_coef=0.01, value_clip=0.5)
+    workers = {}
+    for share in (True, False):
+        spec = WorkerSpec(
+            "actor",
+            path,
+            OptimizerSpec(lr=1e-2),
+            LoraSpec(rank=4, alpha=8.0),
+            gradient_checkpointing=True,
+            checkpoint_layers=1,  # the first of the two layers recomputes, cache and all
+            share_prefix=share,
+            value_head=OptimizerSpec(lr=1e-1),
+        )
+        workers[share] = ModelWorker(spec, 0, 1, INIT)
+        workers[share].setup()
+    seen: list[int] = []
+    workers[True].model.get_input_embeddings().register_forward_hook(
+        lambda _m, args, _out: seen.append(args[0].numel())
+    )
+    before = trained(workers[True])
+    for _ in range(2):
+        seen.clear()
+        stats = {share: w.update_policy(batch, agg, loss, micro) for share, w in workers.items()}
+        assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 4 * 19])  # the prefix once, then the rest
+        assert stats[True].grad_norm == pytest.approx(stats[False].grad_norm, rel=1e-4) and stats[True].grad_norm > 0
+    after, full = trained(workers[True]), trained(workers[False])
+    assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-4
+    for name, tensor in full.items():
+        torch.testing.assert_close(after[name], tensor, atol=1e-5, rtol=0, msg=name)
+    torch.testing.assert_close(workers[True].value_head.weight, workers[False].value_head.weight, atol=1e-5, rtol=0)
+    assert workers[True].value_head.weight.abs().max() > 1e-3
+
+
+def test_a_warm_up_step_of_every_weight_runs_the_shared_prefix_once_with_the_same_gradients():
+    path, batch = str(tiny_model_path()), sokoban_like_batch()
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    workers = {}
+    for share in (True, False):
+        # AdamW with eps 1: a step linear in the gradient, so float rounding cannot flip a tiny entry to a full step
+        optimizer = OptimizerSpec(lr=1.0, eps=1.0, weight_decay=0.0, grad_clip=1e9)
+        spec = WorkerSpec("actor", path, optimizer, gradient_checkpointing=True, share_prefix=share)
+        workers[share] = ModelWorker(spec, 0, 1, INIT)
+        workers[share].setup()
+    before = trained(workers[True])
+    for _ in range(2):
+        stats = {share: w.update_sft(batch, agg, 2) for share, w in workers.items()}
+        assert stats[True].grad_norm == pytest.approx(stats[False].grad_norm, rel=1e-4) and stats[True].grad_norm > 0
+    after, full = trained(workers[True]), trained(workers[False])
+    assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-4
+    for name, tensor in full.items():
+        torch.testing.assert_close(after[name], tensor, atol=1e-5, rtol=0, msg=name)
