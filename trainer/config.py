@@ -227,7 +227,7 @@ class TrainerOptions:
     groups_per_step: int = 8  # seeds per step; episodes per step = groups_per_step * algo.group_size
     seed: int = 0
     micro_batch_size: int = 4  # rows per forward/backward on one rank
-    share_prefix: bool = True  # a micro-batch's common leading tokens run once (rows packed behind them)
+    share_prefix: bool = True  # the rows' common leading tokens run once per scoring call and optimizer step
     logits_chunk_size: int = 1024  # positions whose [chunk, vocabulary] logits exist at once; 0: all at once
     n_gpus: int = 0  # 0: learner on CPU (gloo); N: N GPU ranks (NCCL)
     cpu_ranks: int = 1  # learner ranks when n_gpus is 0

@@ -42,9 +42,9 @@ class SftOptions:
     min_return: float | None = None
     epochs: int = 1
     batch_size: int = 8  # trajectories per optimizer step
-    # rows per forward/backward: the warm-up's short rows share most of their tokens (the system prompt and
-    # instructions), which a micro-batch of several runs once; trainer.micro_batch_size is RL's
-    micro_batch_size: int = 2
+    # rows per forward/backward; trainer.micro_batch_size is RL's. The rows' shared system prompt and instructions
+    # run once per optimizer step whatever the size, and one row holds the fewest activations at once.
+    micro_batch_size: int = 1
     gradient_checkpointing: bool = True
     lr: float = 5.0e-5
     lora_rank: int = 0

@@ -76,7 +76,7 @@ class WorkerSpec:
     mixed_precision: bool = False  # bf16 compute, fp32 master weights and gradient reduction
     gradient_checkpointing: bool = False
     checkpoint_layers: int | None = None  # with gradient_checkpointing: the first N decoder layers; None: all
-    share_prefix: bool = True  # the rows' common leading tokens run once per micro-batch
+    share_prefix: bool = True  # the rows' common leading tokens run once per call (learner_worker's docstring)
     # Positions whose [chunk, vocabulary] logits exist at once (trainer.algos.chunked_token_logprobs); 0: all at once.
     logits_chunk_size: int = 1024
     # An actor with a value head: a zero-initialised Linear(hidden, 1) on the actor's last hidden state, detached

@@ -770,7 +770,8 @@ def _prefix_keys_values(model: nn.Module, input_ids: Tensor) -> tuple[list[tuple
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder = causal_lm.get_decoder()
     cache = Cache(layers=[CaptureLayer() for _ in decoder_layers(model)])
-    hidden = decoder(input_ids=input_ids, use_cache=True, **{cache_keyword(causal_lm): cache}).last_hidden_state
+    # use_cache=False: the cache passed is used all the same, and transformers does not warn under checkpointing
+    hidden = decoder(input_ids=input_ids, use_cache=False, **{cache_keyword(causal_lm): cache}).last_hidden_state
     # clones, not the attention's views of them: FSDP hooks the backward of what a forward method returns
     return [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers], hidden
 

@@ -192,6 +192,22 @@ def test_packed_outputs_and_updates_equal_the_unpacked_ones(workers):
     torch.testing.assert_close(values, plain_critic.compute_values(batch, 4), atol=1e-5, rtol=0)
 
 
+def twins(optimizer: OptimizerSpec, **options) -> dict[bool, ModelWorker]:
+    """Two actors from the same weights, the shared prefix on (``True``) and off (every row in full)."""
+    path, built = str(tiny_model_path()), {}
+    for share in (True, False):
+        built[share] = ModelWorker(WorkerSpec("actor", path, optimizer, share_prefix=share, **options), 0, 1, INIT)
+        built[share].setup()
+    return built
+
+
+def decoder_inputs(worker: ModelWorker) -> list[int]:
+    """The number of tokens each forward of ``worker``'s decoder is given from now on (counted at the embedding)."""
+    seen: list[int] = []
+    worker.model.get_input_embeddings().register_forward_hook(lambda _m, args, _out: seen.append(args[0].numel()))
+    return seen
+
+
 def test_a_prefix_layer_reads_the_prefix_before_every_forward_and_stores_nothing():
     keys, values = torch.arange(6.0).reshape(1, 1, 3, 2), -torch.arange(6.0).reshape(1, 1, 3, 2)
     layer = PrefixLayer(keys, values)
@@ -205,72 +221,44 @@ def test_a_prefix_layer_reads_the_prefix_before_every_forward_and_stores_nothing
 
 
 def test_scoring_runs_the_shared_prefix_once_with_the_same_outputs():
-    path, batch = str(tiny_model_path()), sokoban_like_batch()
+    batch = sokoban_like_batch()
     agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
-    actors = {}
-    for share in (True, False):
-        spec = WorkerSpec(
-            "actor",
-            path,
-            OptimizerSpec(lr=1e-2),
-            LoraSpec(rank=4, alpha=8.0),
-            share_prefix=share,
-            value_head=OptimizerSpec(lr=1e-1),
-        )
-        actors[share] = ModelWorker(spec, 0, 1, INIT)
-        actors[share].setup()
-        # one update each (the same): the adapters and the zero-initialised value head move
-        actors[share].update_policy(batch, agg, PolicyLossSpec(temperature=0.7), 4)
-    seen: list[int] = []
-    embedding = actors[True].model.get_input_embeddings()
-    hook = embedding.register_forward_hook(lambda _m, args, _out: seen.append(args[0].numel()))
-    try:
-        lengths, prefix = batch.attention_mask.sum(dim=1).tolist(), shared_prefix_length(batch)
-        assert lengths == [34, 37, 40, 43] and prefix == 24
-        for micro in (1, 3):
-            seen.clear()
-            logprobs, values = actors[True].compute_logprobs_and_values(batch, 0.7, micro)
-            # the prefix once, then each micro-batch's rows from column 24 to the longest row's end
-            assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 3 * 16, 19])
-            plain_logprobs, plain_values = actors[False].compute_logprobs_and_values(batch, 0.7, micro)
-            torch.testing.assert_close(logprobs, plain_logprobs, atol=1e-5, rtol=0)
-            torch.testing.assert_close(values, plain_values, atol=1e-5, rtol=0)
-            assert values.abs().max() > 1e-3 and torch.all(logprobs[batch.response_mask > 0] < 0)
-            torch.testing.assert_close(actors[True].compute_values(batch, micro), plain_values, atol=1e-5, rtol=0)
+    actors = twins(OptimizerSpec(lr=1e-2), lora=LoraSpec(rank=4, alpha=8.0), value_head=OptimizerSpec(lr=1e-1))
+    for actor in actors.values():  # one update each (the same): the adapters and the zero-initialised head move
+        actor.update_policy(batch, agg, PolicyLossSpec(temperature=0.7), 4)
+    seen = decoder_inputs(actors[True])
+    lengths, prefix = batch.attention_mask.sum(dim=1).tolist(), shared_prefix_length(batch)
+    assert lengths == [34, 37, 40, 43] and prefix == 24
+    for micro in (1, 3):
         seen.clear()
-        reference = actors[True].compute_logprobs(batch, 0.7, 1, base=True)  # adapters off: its own prefix
-        assert seen == [24, 10, 13, 16, 19]
-        torch.testing.assert_close(
-            reference, actors[False].compute_logprobs(batch, 0.7, 1, base=True), atol=1e-5, rtol=0
-        )
-        assert (reference - logprobs).abs().max() > 1e-4  # the adapters off score differently
-    finally:
-        hook.remove()
+        logprobs, values = actors[True].compute_logprobs_and_values(batch, 0.7, micro)
+        # the prefix once, then each micro-batch's rows from column 24 to the longest row's end
+        assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 3 * 16, 19])
+        plain_logprobs, plain_values = actors[False].compute_logprobs_and_values(batch, 0.7, micro)
+        torch.testing.assert_close(logprobs, plain_logprobs, atol=1e-5, rtol=0)
+        torch.testing.assert_close(values, plain_values, atol=1e-5, rtol=0)
+        assert values.abs().max() > 1e-3 and torch.all(logprobs[batch.response_mask > 0] < 0)
+        torch.testing.assert_close(actors[True].compute_values(batch, micro), plain_values, atol=1e-5, rtol=0)
+    seen.clear()
+    reference = actors[True].compute_logprobs(batch, 0.7, 1, base=True)  # adapters off: its own prefix
+    assert seen == [24, 10, 13, 16, 19]
+    torch.testing.assert_close(reference, actors[False].compute_logprobs(batch, 0.7, 1, base=True), atol=1e-5, rtol=0)
+    assert (reference - logprobs).abs().max() > 1e-4  # the adapters off score differently
 
 
 @pytest.mark.parametrize("micro", [1, 4])
 def test_an_update_runs_the_shared_prefix_once_with_the_same_gradients(micro):
-    path, batch = str(tiny_model_path()), sokoban_like_batch()
+    batch = sokoban_like_batch()
     agg = Aggregation("seq-mean-token-mean", float(batch.response_mask.sum()), float(len(batch)))
     loss = PolicyLossSpec(temperature=0.7, entropy_coef=0.01, value_clip=0.5)
-    workers = {}
-    for share in (True, False):
-        spec = WorkerSpec(
-            "actor",
-            path,
-            OptimizerSpec(lr=1e-2),
-            LoraSpec(rank=4, alpha=8.0),
-            gradient_checkpointing=True,
-            checkpoint_layers=1,  # the first of the two layers recomputes, cache and all
-            share_prefix=share,
-            value_head=OptimizerSpec(lr=1e-1),
-        )
-        workers[share] = ModelWorker(spec, 0, 1, INIT)
-        workers[share].setup()
-    seen: list[int] = []
-    workers[True].model.get_input_embeddings().register_forward_hook(
-        lambda _m, args, _out: seen.append(args[0].numel())
+    workers = twins(
+        OptimizerSpec(lr=1e-2),
+        lora=LoraSpec(rank=4, alpha=8.0),
+        gradient_checkpointing=True,
+        checkpoint_layers=1,  # the first of the two layers recomputes, cache and all
+        value_head=OptimizerSpec(lr=1e-1),
     )
+    seen = decoder_inputs(workers[True])
     before = trained(workers[True])
     for _ in range(2):
         seen.clear()
@@ -286,15 +274,10 @@ def test_an_update_runs_the_shared_prefix_once_with_the_same_gradients(micro):
 
 
 def test_a_warm_up_step_of_every_weight_runs_the_shared_prefix_once_with_the_same_gradients():
-    path, batch = str(tiny_model_path()), sokoban_like_batch()
+    batch = sokoban_like_batch()
     agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
-    workers = {}
-    for share in (True, False):
-        # AdamW with eps 1: a step linear in the gradient, so float rounding cannot flip a tiny entry to a full step
-        optimizer = OptimizerSpec(lr=1.0, eps=1.0, weight_decay=0.0, grad_clip=1e9)
-        spec = WorkerSpec("actor", path, optimizer, gradient_checkpointing=True, share_prefix=share)
-        workers[share] = ModelWorker(spec, 0, 1, INIT)
-        workers[share].setup()
+    # AdamW with eps 1: a step linear in the gradient, so float rounding cannot flip a tiny entry to a full step
+    workers = twins(OptimizerSpec(lr=1.0, eps=1.0, weight_decay=0.0, grad_clip=1e9), gradient_checkpointing=True)
     before = trained(workers[True])
     for _ in range(2):
         stats = {share: w.update_sft(batch, agg, 2) for share, w in workers.items()}

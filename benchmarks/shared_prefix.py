@@ -1,0 +1,165 @@
+"""The learner's scoring pass and update with the rows' shared prefix run once, against every row in full.
+
+    python benchmarks/shared_prefix.py                          # 16 oracle episodes of the default levels
+    python benchmarks/shared_prefix.py --repeats 5 --env max_moves=null   # the full range (longer episodes)
+
+The default actor in one process, no Ray: SmolLM2-135M-Instruct with LoRA rank 32 and the shared value head,
+activation checkpointing of the first 15 layers, as :class:`trainer.learner_worker.ModelWorker` on a one-rank
+gloo group (FSDP2, float32, chunked logits). The batch is ``--rows`` Sokoban episodes played by the oracle through
+the episode loop (the tokens a step trains on: the system prompt and instructions every row starts with,
+boards, replies). Two workers from the same weights, ``before`` (``WorkerSpec.share_prefix=False``: every row in
+full) and ``after`` (the default: the prefix once per call, each micro-batch from there on), alternate
+``--repeats`` times after one warm-up round, each round:
+
+* ``score``: ``compute_logprobs_and_values`` on the whole batch at micro-batch ``--micro-batch`` (the default
+  step's scoring call);
+* ``update``: ``update_policy`` on each of ``--mini-batches`` mini-batches (the default step's optimizer steps).
+
+For each phase and worker: mean seconds per round, ``before``'s over it, and ``tokens_run``, the decoder's input
+tokens per round (counted at the embedding). ``max_abs_diff``: the largest difference between the two workers'
+scores (logprobs and values, sampled tokens) in the first round, before either has stepped (float rounding
+only); after the rounds, ``max_weight_diff``: the largest difference between the two workers' trained weights.
+
+JSON on stdout. On a loaded machine compare the ratios, not the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+
+INIT = "tcp://127.0.0.1:29617"
+
+
+def oracle_batch(rows: int, env_overrides: dict[str, object]):
+    """``rows`` oracle episodes of Sokoban as a training batch, with advantages, values and returns to train on."""
+    import torch
+
+    from agents.chat import ChatRenderer
+    from agents.episode import EpisodeLimits
+    from agents.models import load_tokenizer
+    from trainer.batch import build_batch
+    from trainer.sft_data import oracle_trajectories
+
+    tokenizer = load_tokenizer("smollm2")
+    limits = EpisodeLimits(max_turns=3, max_new_tokens=32, max_total_tokens=1024)
+    played, _ = asyncio.run(
+        oracle_trajectories("sokoban", env_overrides, range(10**6, 10**6 + 4 * rows), ChatRenderer(tokenizer), limits)
+    )
+    if len(played) < rows:
+        raise SystemExit(f"the oracle finished {len(played)} episodes, fewer than --rows {rows}")
+    batch = build_batch(played[:rows], tokenizer.pad_token_id or 0)
+    mask, generator = batch.response_mask, torch.Generator().manual_seed(0)
+    batch.old_logprobs = -2.0 * mask
+    batch.advantages = torch.randn(mask.shape, generator=generator) * mask
+    batch.values = torch.zeros(mask.shape)
+    batch.returns = torch.rand(mask.shape, generator=generator) * mask
+    return batch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--micro-batch", type=int, default=1)
+    parser.add_argument("--mini-batches", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--env", nargs="*", default=[], help="Sokoban options, key=value (YAML values)")
+    args = parser.parse_args()
+
+    import torch
+    import yaml
+
+    from agents.models import resolve_model
+    from trainer.algos import Aggregation, PolicyLossSpec
+    from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
+    from trainer.learner_worker import ModelWorker, shared_prefix_length
+
+    torch.set_num_threads(args.threads)
+    env = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.env)}
+    batch = oracle_batch(args.rows, env)
+    size = len(batch) // args.mini_batches
+    minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
+    loss = PolicyLossSpec(value_clip=0.5)
+    workers, tokens_run = {}, {}
+    for name, share in (("before", False), ("after", True)):
+        spec = WorkerSpec(
+            "actor",
+            resolve_model("smollm2"),
+            OptimizerSpec(lr=1e-4),
+            LoraSpec(rank=32, alpha=64.0),
+            gradient_checkpointing=True,
+            checkpoint_layers=15,
+            share_prefix=share,
+            value_head=OptimizerSpec(lr=1e-3),
+            num_threads=args.threads,
+        )
+        workers[name] = ModelWorker(spec, 0, 1, INIT)
+        workers[name].setup()
+        seen: list[int] = []
+        workers[name].model.get_input_embeddings().register_forward_hook(
+            lambda _m, inputs, _out, seen=seen: seen.append(inputs[0].numel())
+        )
+        tokens_run[name] = seen
+
+    def update(worker: ModelWorker) -> None:
+        for mini in minis:
+            agg = Aggregation("seq-mean-token-mean", float(mini.response_mask.sum()), float(len(mini)))
+            worker.update_policy(mini, agg, loss, args.micro_batch)
+
+    phases = {
+        "score": lambda worker: worker.compute_logprobs_and_values(batch, 1.0, args.micro_batch),
+        "update": update,
+    }
+    times = {(phase, name): [] for phase in phases for name in workers}
+    tokens = {}
+    first_scores = {}
+    for repeat in range(args.repeats + 1):  # the first round warms up
+        for phase, run in phases.items():
+            for name, worker in workers.items():
+                tokens_run[name].clear()
+                started = time.perf_counter()
+                out = run(worker)
+                elapsed = time.perf_counter() - started
+                if repeat:
+                    times[phase, name].append(elapsed)
+                tokens[phase, name] = sum(tokens_run[name])
+                if repeat == 0 and phase == "score":
+                    first_scores[name] = out
+    mask = batch.response_mask > 0
+    score_diff = max(
+        float((a - b)[mask].abs().max()) for a, b in zip(first_scores["after"], first_scores["before"], strict=True)
+    )
+
+    def trained(worker: ModelWorker) -> dict[str, torch.Tensor]:
+        return {n: p.detach().full_tensor() for n, p in worker.model.named_parameters() if p.requires_grad}
+
+    before_w, after_w = trained(workers["before"]), trained(workers["after"])
+    result = {
+        "rows": len(batch),
+        "row_tokens_mean": float(batch.attention_mask.sum(dim=1).float().mean()),
+        "shared_prefix_tokens": shared_prefix_length(batch),
+        "sampled_tokens": int(mask.sum()),
+        "micro_batch": args.micro_batch,
+        "mini_batches": args.mini_batches,
+        "threads": args.threads,
+        "max_abs_diff": score_diff,
+        "max_weight_diff": max(float((after_w[n] - before_w[n]).abs().max()) for n in before_w),
+    }
+    for phase in phases:
+        before_s = statistics.fmean(times[phase, "before"])
+        for name in workers:
+            seconds = statistics.fmean(times[phase, name])
+            result[f"{phase}_{name}"] = {
+                "s": seconds,
+                "before_over_this": before_s / seconds,
+                "tokens_run": tokens[phase, name],
+            }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
