@@ -144,7 +144,8 @@ def _stop_again_when_swallowed(previous: Callable[[Any], None]) -> Callable[[Any
 def _swallowed_stop(exc: BaseException | None) -> int | None:
     """The signal that ``exc``, swallowed by Python, was stopping the command for, or ``None``: the stop's own
     ``KeyboardInterrupt``, or, inside :func:`sigterm_reclaimed`, the ``SystemExit(SIGTERM)`` of a library's handler
-    (``ray.init``'s ``sys.exit(signum)``, raised in a fork handler of :mod:`logging` while Ray starts its processes)."""
+    (``ray.init``'s ``sys.exit(signum)``, raised in a fork handler of :mod:`logging` while Ray starts its
+    processes)."""
     if isinstance(exc, KeyboardInterrupt) and _active_stops and _active_stops[-1].signum is not None:
         return _active_stops[-1].signum
     if isinstance(exc, SystemExit) and _reclaiming and exc.code == signal.SIGTERM:
