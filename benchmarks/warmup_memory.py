@@ -1,7 +1,8 @@
-"""Peak memory and time of the warm-up's optimizer steps: packed rows, one row, activation checkpointing.
+"""Peak memory and time of the warm-up's optimizer steps: rows per micro-batch, checkpointing, the shared prefix.
 
     python benchmarks/warmup_memory.py --data runs/x/warmup/data.jsonl            # the default run's warm-up data
     python benchmarks/warmup_memory.py --data ... --steps 4 --configs 2:0 1:0 2:1 1:1
+    python benchmarks/warmup_memory.py --data ... --configs 2:1:0 1:1:0 2:1:1 1:1:1   # the shared prefix off and on
 
 The warm-up's actor, one process, no Ray: SmolLM2-135M-Instruct, every weight trained (float32 weights,
 gradients and AdamW's two moments), as :class:`trainer.learner_worker.ModelWorker` on a one-rank gloo group
@@ -9,12 +10,14 @@ gradients and AdamW's two moments), as :class:`trainer.learner_worker.ModelWorke
 own ``data.jsonl``; its first ``--steps`` batches of ``sft.batch_size`` trajectories, in the warm-up's seeded
 order, are trained.
 
-Each configuration (``ROWS:CHECKPOINTING``: ``sft.micro_batch_size`` rows per forward/backward, and activation
-checkpointing off or on) runs in its own process: the model's set-up, then the steps, with the peak resident
-memory's growth over the resident memory after set-up (``VmHWM`` after resetting it, minus ``VmRSS``), the mean
-time per optimizer step, and a digest of the weights after the last step. Equal digests mean bit-identical
-weights: activation checkpointing recomputes the same arithmetic, so it should not change them; a different
-micro-batch size sums the gradient in another order, so it may, by rounding.
+Each configuration (``ROWS:CHECKPOINTING[:SHARE]``: ``sft.micro_batch_size`` rows per forward/backward, activation
+checkpointing off or on, and ``trainer.share_prefix`` off or on, on by default: the rows' shared system prompt run
+once per optimizer step, or every row in full with a micro-batch's rows packed) runs in its own process: the
+model's set-up, then the steps, with the peak resident memory's growth over the resident memory after set-up
+(``VmHWM`` after resetting it, minus ``VmRSS``), the mean time per optimizer step, and a digest of the weights
+after the last step. Equal digests mean bit-identical weights: activation checkpointing recomputes the same
+arithmetic, so it should not change them; a different micro-batch size or the shared prefix sums the gradient in
+another order, so they may, by rounding.
 
 Printed: one JSON object per configuration with ratios against the first one (measured in the same run). On a
 loaded machine compare the ratios, not the seconds.
@@ -35,7 +38,7 @@ import time
 INIT = "tcp://127.0.0.1:29614"
 
 
-def measure(rows: int, checkpointing: bool, args: argparse.Namespace) -> dict[str, float | str]:
+def measure(rows: int, checkpointing: bool, share: bool, args: argparse.Namespace) -> dict[str, float | str]:
     import torch
 
     from agents.memory import peak_resident_mib, resident_mib, return_free_memory
@@ -49,7 +52,11 @@ def measure(rows: int, checkpointing: bool, args: argparse.Namespace) -> dict[st
     from trainer.sft import _sft_worker_spec
 
     torch.set_num_threads(args.threads)
-    overrides = ["env=sokoban", f"sft.gradient_checkpointing={str(checkpointing).lower()}"]
+    overrides = [
+        "env=sokoban",
+        f"sft.gradient_checkpointing={str(checkpointing).lower()}",
+        f"trainer.share_prefix={str(share).lower()}",
+    ]
     config = to_train_config(compose_train_config(overrides))
     model = resolve_model(config.model.name)
     examples = list(read_trajectories(args.data))
@@ -90,21 +97,27 @@ def measure(rows: int, checkpointing: bool, args: argparse.Namespace) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="a warm-up's data.jsonl")
-    parser.add_argument("--configs", nargs="+", default=["2:0", "1:0", "2:1", "1:1"], metavar="ROWS:CHECKPOINTING")
+    parser.add_argument(
+        "--configs", nargs="+", default=["2:0", "1:0", "2:1", "1:1"], metavar="ROWS:CHECKPOINTING[:SHARE]"
+    )
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--one", nargs=2, type=int, metavar=("ROWS", "CHECKPOINTING"), help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs=3, type=int, metavar=("ROWS", "CHECKPOINTING", "SHARE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one[0], bool(args.one[1]), args)))
+        print(json.dumps(measure(args.one[0], bool(args.one[1]), bool(args.one[2]), args)))
         return
     forwarded = ["--data", args.data, "--steps", str(args.steps), "--threads", str(args.threads)]
     results = []
     for item in args.configs:
-        rows, checkpointing = (int(part) for part in item.split(":"))
-        command = [sys.executable, __file__, "--one", str(rows), str(checkpointing), *forwarded]
+        rows, checkpointing, share = (int(part) for part in (item + ":1").split(":")[:3])
+        command = [sys.executable, __file__, "--one", str(rows), str(checkpointing), str(share), *forwarded]
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        row: dict = {"micro_batch_size": rows, "gradient_checkpointing": bool(checkpointing)}
+        row: dict = {
+            "micro_batch_size": rows,
+            "gradient_checkpointing": bool(checkpointing),
+            "share_prefix": bool(share),
+        }
         row.update(json.loads(output.strip().splitlines()[-1]))
         results.append(row)
         base = results[0]
