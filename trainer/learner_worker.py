@@ -106,7 +106,7 @@ class ModelWorker:
         self.optimizer: torch.optim.Optimizer | None = None
         self.value_head: nn.Linear | None = None
         self._features: list[Tensor] | None = None  # the vocabulary head's inputs, while a forward captures them
-        self._prefix: SharedPrefix | None = None  # the scored rows' common first tokens, while a scoring call runs
+        self._prefix: SharedPrefix | None = None  # the rows' common first tokens, while a call that shares them runs
 
     # ------------------------------------------------------------------------------------------ set-up
     def setup(self) -> dict[str, Any]:
