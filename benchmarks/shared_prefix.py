@@ -3,9 +3,10 @@
     python benchmarks/shared_prefix.py                          # 16 oracle episodes of the default levels
     python benchmarks/shared_prefix.py --repeats 5 --env max_moves=null   # the full range (longer episodes)
 
-The default actor in one process, no Ray: SmolLM2-135M-Instruct with LoRA rank 32 and the shared value head,
-activation checkpointing of the first 15 layers, as :class:`trainer.learner_worker.ModelWorker` on a one-rank
-gloo group (FSDP2, float32, chunked logits). The batch is ``--rows`` Sokoban episodes played by the oracle through
+The default run's actor in one process, no Ray: its spec as ``trainer.run`` builds it from the default config
+(``trainer.run_plan.learner_spec``: SmolLM2-135M-Instruct with LoRA rank 32 and the shared value head, activation
+checkpointing of the first 15 layers, chunked logits), as :class:`trainer.learner_worker.ModelWorker` on a one-rank
+gloo group (FSDP2, float32). The batch is ``--rows`` Sokoban episodes played by the oracle through
 the episode loop (the tokens a step trains on: the system prompt and instructions every row starts with,
 boards, replies). Two workers from the same weights, ``before`` (``WorkerSpec.share_prefix=False``: every row in
 full) and ``after`` (the default: the prefix once per call, each micro-batch from there on), alternate
@@ -70,13 +71,16 @@ def main() -> None:
     parser.add_argument("--env", nargs="*", default=[], help="Sokoban options, key=value (YAML values)")
     args = parser.parse_args()
 
+    import dataclasses
+
     import torch
     import yaml
 
     from agents.models import resolve_model
     from trainer.algos import Aggregation, PolicyLossSpec
-    from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
+    from trainer.config import compose_train_config, to_train_config
     from trainer.learner_worker import ModelWorker, shared_prefix_length
+    from trainer.run_plan import learner_spec
 
     torch.set_num_threads(args.threads)
     env = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.env)}
@@ -84,19 +88,11 @@ def main() -> None:
     size = len(batch) // args.mini_batches
     minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
     loss = PolicyLossSpec(value_clip=0.5)
+    config = to_train_config(compose_train_config(["env=sokoban"]))
+    actor = learner_spec(config, str(resolve_model(config.model.name))).actor
     workers, tokens_run = {}, {}
     for name, share in (("before", False), ("after", True)):
-        spec = WorkerSpec(
-            "actor",
-            resolve_model("smollm2"),
-            OptimizerSpec(lr=1e-4),
-            LoraSpec(rank=32, alpha=64.0),
-            gradient_checkpointing=True,
-            checkpoint_layers=15,
-            share_prefix=share,
-            value_head=OptimizerSpec(lr=1e-3),
-            num_threads=args.threads,
-        )
+        spec = dataclasses.replace(actor, share_prefix=share, num_threads=args.threads)
         workers[name] = ModelWorker(spec, 0, 1, INIT)
         workers[name].setup()
         seen: list[int] = []

@@ -302,16 +302,14 @@ class ModelWorker:
     def _body_inputs(self, mb: TrainBatch, rows: Tensor, columns: Tensor) -> tuple[dict[str, Tensor], tuple]:
         """The decoder's inputs for ``mb`` (packed as :meth:`_forward` packs), and the index into its last hidden
         state ``[B, T, H]`` of the position that predicts each token ``(rows, columns)`` (the one before it)."""
-        if self._prefix is not None:  # the prefix's keys/values serve every row: only the rest runs
+        prefix = 0 if self._prefix is not None or not self.spec.share_prefix else shared_prefix_length(mb)
+        if self._prefix is not None:  # the call's prefix keys/values serve every row: only the rest runs
             shared = self._prefix.length
             suffix = mb.input_ids[:, shared:]
             positions = torch.arange(shared, mb.input_ids.shape[1]).expand_as(suffix)
             body = {"input_ids": suffix, "attention_mask": mb.attention_mask, "position_ids": positions}
-            body = {name: value.to(self.device) for name, value in body.items()}
             index = (rows, columns - 1 - shared)
-            return {**body, self._prefix.keyword: self._prefix.cache()}, tuple(i.to(self.device) for i in index)
-        prefix = shared_prefix_length(mb) if self.spec.share_prefix else 0
-        if prefix < MIN_SHARED_PREFIX:
+        elif prefix < MIN_SHARED_PREFIX:
             body = {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask}
             index = (rows, columns - 1)
         else:
@@ -323,6 +321,8 @@ class ModelWorker:
             body = {"input_ids": packed.input_ids, "attention_mask": mask, "position_ids": packed.positions}
             index = (torch.zeros_like(rows), packed_positions[rows, columns - 1 - first])
         body = {name: value.to(self.device) for name, value in body.items()}
+        if self._prefix is not None:
+            body[self._prefix.keyword] = self._prefix.cache()
         return body, tuple(i.to(self.device) for i in index)
 
     def _values(self, mb: TrainBatch) -> Tensor:
@@ -400,29 +400,23 @@ class ModelWorker:
         if not self._on_every_rank(shared >= MIN_SHARED_PREFIX):  # a rank alone would run one forward more
             yield
             return
-        keyword = cache_keyword(self.model)
+        training = torch.is_grad_enabled()
         with _layers_keep_cache(self.model):
             layers, hidden = self.model.prefix_keys_values(batch.input_ids[:1, :shared].to(self.device))
-            if not torch.is_grad_enabled():
-                self._prefix = SharedPrefix(shared, layers, keyword)
-                try:
-                    yield
-                finally:
-                    self._prefix = None
-                return
-            leaves = [(keys.detach().requires_grad_(), values.detach().requires_grad_()) for keys, values in layers]
-            self._prefix = SharedPrefix(shared, leaves, keyword)
+            read = layers  # without a gradient the micro-batches read the prefix's keys/values as they are
+            if training:
+                read = [(keys.detach().requires_grad_(), values.detach().requires_grad_()) for keys, values in layers]
+            self._prefix = SharedPrefix(shared, read, cache_keyword(self.model))
             try:
                 yield
             finally:
                 self._prefix = None
-            produced = [tensor for pair in layers for tensor in pair] + [hidden]
-            grads = [
-                leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for pair in leaves for leaf in pair
-            ]
-            # the last hidden state's zero gradient takes the backward through every layer's output, in order, so
-            # FSDP gathers each layer's weights before its part of this backward as it does in any other
-            torch.autograd.backward(produced, [*grads, torch.zeros_like(hidden)])
+            if training:
+                produced = [tensor for pair in layers for tensor in pair] + [hidden]
+                grads = [torch.zeros_like(leaf) if leaf.grad is None else leaf.grad for pair in read for leaf in pair]
+                # the last hidden state's zero gradient takes the backward through every layer's output, in order,
+                # so FSDP gathers each layer's weights before its part of this backward as it does in any other
+                torch.autograd.backward(produced, [*grads, torch.zeros_like(hidden)])
 
     def _on_every_rank(self, flag: bool) -> bool:
         """Whether ``flag`` holds on every rank: where it decides a forward of its own (FSDP's collectives need every
