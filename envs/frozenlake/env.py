@@ -78,10 +78,11 @@ class FrozenLakeEnv(TextEnv):
         relative: add two lines in words under the map (:func:`~envs.frozenlake.text.relative_lines`): what lies
             one move away in each direction and where the goal is from the player. ``False``: the grid alone
             (RAGEN's observation).
-        hole_line: with ``relative``, a third line: where every hole is from the player, in move words.
-        safe_line: with ``relative``, a last line naming the moves that land on ice or the goal, not in a hole
-            or against the edge ("Safe moves: Up, Right."): the "Next to you" line regrouped, nothing a
-            person does not see on the map.
+        hole_line: with ``relative`` (refused without it), a third line: where every hole is from the player,
+            in move words.
+        safe_line: with ``relative`` (refused without it), a last line naming the moves that land on ice or the
+            goal, not in a hole or against the edge ("Safe moves: Up, Right."): the "Next to you" line regrouped,
+            nothing a person does not see on the map.
         desc: a fixed map instead of random ones: rows of ``S`` start, ``F`` frozen, ``H`` hole, ``G`` goal
             (Gymnasium's letters; turngym's ``P``, ``_``, ``O`` are accepted too), or one string of such
             lines. It need not be solvable. ``reset(options={"desc": ...})`` sets the map of one episode.
@@ -128,6 +129,9 @@ class FrozenLakeEnv(TextEnv):
         self.show_relative = bool(relative)
         self.hole_line = bool(hole_line)
         self.safe_line = bool(safe_line)
+        for name, asked in (("hole_line", self.hole_line), ("safe_line", self.safe_line)):
+            if asked and not self.show_relative:
+                raise ValueError(f"{name}=True adds a line to the relative lines: set relative=True as well")
         self.word_actions = WordActions(
             VOCABULARY, self.max_actions_per_turn, self.require_answer_tag, example=("Right", "Down")
         )
