@@ -7,9 +7,10 @@ The default run's actor in one process, no Ray: its spec as ``trainer.run`` buil
 (``trainer.run_plan.learner_spec``: SmolLM2-135M-Instruct with LoRA rank 32 and the shared value head, activation
 checkpointing of the first 15 layers, chunked logits), as :class:`trainer.learner_worker.ModelWorker` on a one-rank
 gloo group (FSDP2, float32). The batch is ``--rows`` Sokoban episodes played by the oracle through
-the episode loop (the tokens a step trains on: the system prompt and instructions every row starts with,
-boards, replies). Two workers from the same weights, ``before`` (``WorkerSpec.share_prefix=False``: every row in
-full) and ``after`` (the default: the prefix once per call, each micro-batch from there on), alternate
+the episode loop, with the default config's levels (``configs/env/sokoban.yaml``, ``--env`` over it) and episode
+limits (the tokens a step trains on: the system prompt and instructions every row starts with, boards, replies).
+Two workers from the same weights, ``before`` (``WorkerSpec.share_prefix=False``: every row in full) and ``after``
+(the default: the prefix once per call, each micro-batch from there on), alternate
 ``--repeats`` times after one warm-up round, each round:
 
 * ``score``: ``compute_logprobs_and_values`` on the whole batch at micro-batch ``--micro-batch`` (the default
@@ -35,20 +36,24 @@ import time
 INIT = "tcp://127.0.0.1:29617"
 
 
-def oracle_batch(rows: int, env_overrides: dict[str, object]):
-    """``rows`` oracle episodes of Sokoban as a training batch, with advantages, values and returns to train on."""
+def oracle_batch(config, rows: int):
+    """``rows`` oracle episodes of the config's Sokoban levels and episode limits as a training batch, with
+    advantages, values and returns to train on."""
     import torch
 
     from agents.chat import ChatRenderer
+    from agents.config import env_options
     from agents.episode import EpisodeLimits
     from agents.models import load_tokenizer
     from trainer.batch import build_batch
     from trainer.sft_data import oracle_trajectories
 
-    tokenizer = load_tokenizer("smollm2")
-    limits = EpisodeLimits(max_turns=3, max_new_tokens=32, max_total_tokens=1024)
+    tokenizer = load_tokenizer(config.model.name)
+    rollout = config.rollout
+    limits = EpisodeLimits(rollout.max_turns, rollout.max_new_tokens, rollout.max_total_tokens)
+    seeds = range(10**6, 10**6 + 4 * rows)
     played, _ = asyncio.run(
-        oracle_trajectories("sokoban", env_overrides, range(10**6, 10**6 + 4 * rows), ChatRenderer(tokenizer), limits)
+        oracle_trajectories("sokoban", env_options(config), seeds, ChatRenderer(tokenizer), limits)
     )
     if len(played) < rows:
         raise SystemExit(f"the oracle finished {len(played)} episodes, fewer than --rows {rows}")
@@ -68,13 +73,14 @@ def main() -> None:
     parser.add_argument("--mini-batches", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--env", nargs="*", default=[], help="Sokoban options, key=value (YAML values)")
+    parser.add_argument(
+        "--env", nargs="*", default=[], help="Sokoban options over configs/env/sokoban.yaml, key=value"
+    )
     args = parser.parse_args()
 
     import dataclasses
 
     import torch
-    import yaml
 
     from agents.models import resolve_model
     from trainer.algos import Aggregation, PolicyLossSpec
@@ -83,12 +89,11 @@ def main() -> None:
     from trainer.run_plan import learner_spec
 
     torch.set_num_threads(args.threads)
-    env = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.env)}
-    batch = oracle_batch(args.rows, env)
+    config = to_train_config(compose_train_config(["env=sokoban", *(f"env.{item}" for item in args.env)]))
+    batch = oracle_batch(config, args.rows)
     size = len(batch) // args.mini_batches
     minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
     loss = PolicyLossSpec(value_clip=0.5)
-    config = to_train_config(compose_train_config(["env=sokoban"]))
     actor = learner_spec(config, str(resolve_model(config.model.name))).actor
     workers, tokens_run = {}, {}
     for name, share in (("before", False), ("after", True)):
