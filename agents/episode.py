@@ -325,6 +325,7 @@ async def _play_tokens(
     renderer = renderer_for(renderer, episode.env)
     t.prompt_ids = list(renderer.prompt_ids(t.messages))
     stop_ids = tuple(dict.fromkeys((*renderer.stop_token_ids, *sampling.stop_token_ids)))
+    values_kept = True
     while True:
         budget = limits.max_total_tokens - t.num_tokens
         if budget < 1:
@@ -342,6 +343,12 @@ async def _play_tokens(
         t.response_ids.extend(int(i) for i in generation.output_ids)
         t.response_mask.extend([1] * len(generation.output_ids))
         t.rollout_logprobs.extend(float(lp) for lp in generation.logprobs)
+        # the engine's values while every turn so far had them; a turn without them leaves the trajectory without
+        values_kept = values_kept and generation.values is not None
+        if values_kept:
+            t.rollout_values.extend(float(v) for v in generation.values)
+        else:
+            t.rollout_values.clear()
         # The conversation up to and including this turn's action; the observation follows it.
         history = [*t.messages, {"role": "assistant", "content": renderer.decode_action(generation.output_ids)}]
         if await episode.step(history[-1]["content"], generation):
@@ -358,6 +365,8 @@ async def _play_tokens(
         t.response_ids.extend(continuation)
         t.response_mask.extend([0] * len(continuation))
         t.rollout_logprobs.extend([0.0] * len(continuation))
+        if values_kept:
+            t.rollout_values.extend([0.0] * len(continuation))
 
 
 ChatFn = Callable[[list[Message], SamplingParams], Awaitable[Generation]]

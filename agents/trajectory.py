@@ -16,6 +16,10 @@ A :class:`Trajectory` is one episode of one environment with one policy, as toke
     The engine's log-probability of each sampled token under the sampling distribution (after
     temperature); 0.0 where the mask is 0. ``len(response_ids) == len(response_mask) ==
     len(rollout_logprobs)`` always.
+``rollout_values``
+    Empty, or (when every turn came from an engine given the learner's value head, see
+    ``Generation.values``) the value of the state before each sampled token, 0.0 where the mask is 0, as
+    long as ``response_ids``: what the learner's scoring forward would compute, so it may skip it.
 ``turn_rewards`` / ``turn_end_indices``
     One entry per environment step: the step's reward and the index in ``response_ids`` of that
     turn's last sampled token (where a learner places the reward). A turn that sampled no token
@@ -62,6 +66,7 @@ class Trajectory:
     response_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
     rollout_logprobs: list[float] = field(default_factory=list)
+    rollout_values: list[float] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     turn_end_indices: list[int] = field(default_factory=list)
     episode_return: float = 0.0
@@ -117,6 +122,12 @@ class Trajectory:
             raise ValueError("rollout_logprobs must be 0.0 where response_mask is 0")
         if any(not (lp <= 0.0) for lp, m in zip(self.rollout_logprobs, self.response_mask, strict=True) if m == 1):
             raise ValueError("rollout_logprobs must be finite log-probabilities (<= 0) on sampled tokens")
+        if self.rollout_values and len(self.rollout_values) != n:
+            raise ValueError(f"rollout_values ({len(self.rollout_values)}) must be empty or one per response id ({n})")
+        if any(v != 0.0 for v, m in zip(self.rollout_values, self.response_mask, strict=False) if m == 0):
+            raise ValueError("rollout_values must be 0.0 where response_mask is 0")
+        if not all(math.isfinite(v) for v in self.rollout_values):
+            raise ValueError("rollout_values must be finite")
         if len(self.turn_rewards) != len(self.turn_end_indices):
             raise ValueError("turn_rewards and turn_end_indices must have the same length")
         if any(not (0 <= i < n and self.response_mask[i] == 1) for i in self.turn_end_indices):

@@ -3,7 +3,8 @@
 Layout. Row ``b`` is trajectory ``b``'s whole token sequence, ``prompt_ids + response_ids``, right
 padded to the batch's longest sequence ``L``. Every per-token tensor is ``[B, L]`` and column ``i``
 describes token ``i`` of the row: ``response_mask[b, i]`` is 1 exactly where token ``i`` was sampled
-by the engine, ``rollout_logprobs[b, i]`` is the engine's logprob of that token (0 elsewhere), and
+by the engine, ``rollout_logprobs[b, i]`` is the engine's logprob of that token (0 elsewhere; and
+``rollout_values[b, i]`` its value, when every row's engine gave values: ``Trajectory.rollout_values``), and
 the learner's logprobs and values at column ``i`` come from the model's output at position ``i - 1``
 (the state before the token was chosen). Column 0 is never a sampled token.
 
@@ -37,6 +38,7 @@ class TrainBatch:
     response_mask: Tensor  # [B, L] float, 1 on sampled tokens
     rollout_logprobs: Tensor  # [B, L] float, the engine's logprobs on sampled tokens
     prompt_lengths: Tensor  # [B] long
+    rollout_values: Tensor | None = None  # [B, L] the engine's values on sampled tokens, when every row has them
     old_logprobs: Tensor | None = None  # [B, L] learner logprobs before the update (policy that collected)
     ref_logprobs: Tensor | None = None  # [B, L] reference policy
     values: Tensor | None = None  # [B, L] critic before the update
@@ -121,4 +123,10 @@ def build_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TrainBatch:
         response_mask[row, prompt:total] = torch.tensor(t.response_mask, dtype=torch.float32)
         rollout_logprobs[row, prompt:total] = torch.tensor(t.rollout_logprobs, dtype=torch.float32)
     prompt_lengths = torch.tensor([len(t.prompt_ids) for t in trajectories], dtype=torch.long)
-    return TrainBatch(input_ids, attention_mask, response_mask, rollout_logprobs, prompt_lengths)
+    rollout_values = None
+    if all(t.rollout_values for t in trajectories):  # validate() made each as long as its response
+        rollout_values = torch.zeros((size, length), dtype=torch.float32)
+        for row, t in enumerate(trajectories):
+            prompt = len(t.prompt_ids)
+            rollout_values[row, prompt : prompt + len(t.response_ids)] = torch.tensor(t.rollout_values)
+    return TrainBatch(input_ids, attention_mask, response_mask, rollout_logprobs, prompt_lengths, rollout_values)

@@ -11,7 +11,11 @@ shard), so
   them back when a rollout ends (``drop_prefix_cache``), before the learner scores and trains in the same process;
 * the engine computes with the LoRA adapters as they are, unmerged: an optimizer step changes what it
   samples, and a weight sync is only the new policy version and an emptied prefix cache
-  (``weight_sync="shared"``), no state dict.
+  (``weight_sync="shared"``), no state dict;
+* with the critic's value head on the actor (PPO's default with LoRA) the engine applies that head too, to the
+  hidden state each sampled token came from (``Generation.values``, dynamic decode only), so an on-policy step
+  takes the old logprobs and the values from the rollout and skips the scoring forward
+  (:func:`trainer.train_step.score_batch`).
 
 Rollouts and updates alternate: the training loop awaits a step's rollout before it updates, and the engine
 holds its running sequences back while an update of the version is queued (:mod:`agents.engines.hf`), so
@@ -135,9 +139,11 @@ class ColocatedWorker(ModelWorker, EngineHost):
         import uuid
 
         from agents.engines.hf import HfEngine
+        from agents.engines.hf_graphs import decode_mode
 
         if self.model is None:
             raise RuntimeError("start_engine needs the model: call setup() first")
+        _, static = decode_mode(torch.device(self.device), options.cuda_graphs, None)
         self.engine = HfEngine(
             shared_weights_model(self.model),
             device=str(self.device),
@@ -145,6 +151,7 @@ class ColocatedWorker(ModelWorker, EngineHost):
             max_context=options.max_context,
             seed=options.seed,
             cuda_graphs=options.cuda_graphs,
+            value_head=None if static else self.value_head,  # the learner's own head, as it trains
         )
         self.instance_id = uuid.uuid4().hex
         return self.engine.name

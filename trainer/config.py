@@ -132,7 +132,7 @@ class AlgoConfig:
     # On-policy steps may use the engine's logprobs as the old logprobs, checked on a few recomputed rows.
     reuse_rollout_logprobs: bool = True
     reuse_check_rows: int = 2
-    reuse_max_mismatch: float = 1e-3  # the largest |engine - learner| logprob on a checked sampled token
+    reuse_max_mismatch: float = 1e-3  # the largest |engine - learner| logprob (and value) on a checked sampled token
     filter_groups: float = 1.0  # keep this fraction of groups, those with the largest reward std (RAGEN); 1: all
     # Credit from the env's exact state (info["state_key"], info["distance_to_goal"]); any estimator.
     shaping: ShapingConfig = field(default_factory=ShapingConfig)

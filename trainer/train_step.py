@@ -210,15 +210,16 @@ async def score_batch(
     :mod:`agents.engines.base`), after a check on ``algo.reuse_check_rows`` rows recomputed by the
     actor: if any sampled token differs by more than ``algo.reuse_max_mismatch``, every row is
     recomputed. With the critic's value head on the actor (``algo.critic_model=shared``) the forward that
-    computes the values gives every row's logprobs too, and those are the old logprobs. The reference is
-    the reference role, or with LoRA the actor with its adapters off.
+    computes the values gives every row's logprobs too, and those are the old logprobs; unless the engine gave
+    every row's values as well (the colocated engine applies the actor's value head as it samples:
+    ``batch.rollout_values``), when the same check, on values and logprobs, lets both stand without that forward.
+    The reference is the reference role, or with LoRA the actor with its adapters off.
     """
     temperature, micro = config.rollout.temperature, config.trainer.micro_batch_size
     started = time.perf_counter()
     mask = batch.response_mask
     if learner.value_model is learner.actor:  # the value head's forward gives every row's logprobs as well
-        batch.old_logprobs, batch.values = await learner.actor.compute_logprobs_and_values(batch, temperature, micro)
-        metrics = {**_mismatch(batch.old_logprobs, batch), "rollout/old_logprobs_reused": 0.0}
+        metrics = await _old_logprobs_and_values(batch, learner, config, on_policy)
     else:
         metrics = await _old_logprobs(batch, learner, config, on_policy)
     if learner.reference is not None:
@@ -254,6 +255,36 @@ async def _old_logprobs(batch: TrainBatch, learner: Learner, config: TrainConfig
             return {**metrics, "rollout/old_logprobs_reused": 1.0}
     batch.old_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro)
     return {**_mismatch(batch.old_logprobs, batch), "rollout/old_logprobs_reused": 0.0}
+
+
+async def _old_logprobs_and_values(
+    batch: TrainBatch, learner: Learner, config: TrainConfig, on_policy: bool
+) -> dict[str, float]:
+    """``batch.old_logprobs`` and ``batch.values`` of an actor with the value head: the engine's, verified on a few
+    rows, or one forward over every row (see :func:`score_batch`)."""
+    algo, temperature, micro = config.algo, config.rollout.temperature, config.trainer.micro_batch_size
+    actor = learner.actor
+    reusable = algo.reuse_rollout_logprobs and on_policy and batch.rollout_values is not None
+    if reusable and len(batch) > algo.reuse_check_rows:
+        check = batch.select(list(range(algo.reuse_check_rows)))
+        check_logprobs, check_values = await actor.compute_logprobs_and_values(check, temperature, micro)
+        metrics = {**_mismatch(check_logprobs, check), **_value_mismatch(check_values, check)}
+        worst = max(metrics["rollout/logprob_mismatch_max"], metrics["rollout/value_mismatch_max"])
+        if worst <= algo.reuse_max_mismatch:
+            batch.old_logprobs, batch.values = batch.rollout_logprobs.clone(), batch.rollout_values.clone()
+            return {**metrics, "rollout/old_logprobs_reused": 1.0, "rollout/values_reused": 1.0}
+    batch.old_logprobs, batch.values = await actor.compute_logprobs_and_values(batch, temperature, micro)
+    metrics = _mismatch(batch.old_logprobs, batch)
+    metrics.update({"rollout/old_logprobs_reused": 0.0, "rollout/values_reused": 0.0})
+    if batch.rollout_values is not None:
+        metrics.update(_value_mismatch(batch.values, batch))
+    return metrics
+
+
+def _value_mismatch(recomputed: Tensor, batch: TrainBatch) -> dict[str, float]:
+    """The largest |learner - engine| value over ``batch``'s sampled tokens."""
+    worst = ((recomputed - batch.rollout_values).abs() * batch.response_mask).max() if len(batch) else 0.0
+    return {"rollout/value_mismatch_max": float(worst)}
 
 
 def _mismatch(recomputed: Tensor, batch: TrainBatch) -> dict[str, float]:

@@ -101,7 +101,9 @@ class Generation:
     """One response: the sampled ids, their logprobs (same length) and why the generation stopped.
 
     ``prompt_tokens`` is the length of the request's input; ``cached_tokens`` how many of those were
-    served from the engine's prefix cache instead of being prefilled.
+    served from the engine's prefix cache instead of being prefilled. ``values``: ``None``, or from an
+    engine given the learner's value head (the colocated ``hf`` engine, :mod:`trainer.colocated`) the value of
+    the state before each output id was sampled, from the same forward that gave its logits (same length).
     """
 
     output_ids: tuple[int, ...]
@@ -110,10 +112,13 @@ class Generation:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     text: str | None = None  # set by text-level engines (openai), which have no ids
+    values: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if len(self.output_ids) != len(self.logprobs):
             raise ValueError(f"{len(self.output_ids)} output ids but {len(self.logprobs)} logprobs")
+        if self.values is not None and len(self.values) != len(self.output_ids):
+            raise ValueError(f"{len(self.output_ids)} output ids but {len(self.values)} values")
 
 
 @dataclass

@@ -51,6 +51,13 @@ elements (SmolLM2, 16 rows, bf16: 1.5 GB). Prefill, sampling, prefix reuse and w
 CPU float32 the static step left every greedy and seeded token of the dynamic one unchanged and moved logprobs by
 at most 1e-5 (tests/agents/engines/test_hf_static_decode.py).
 
+Values (``value_head``): given the learner's value head (a module from the vocabulary head's input, the last
+hidden state, to one number; the colocated engine of :mod:`trainer.colocated` passes the actor's), the engine
+applies it to the same hidden state that gives each sampled token's logits, and ``Generation.values[i]`` is the
+value of the state before ``output_ids[i]``: what the learner's scoring forward computes for that token, so
+an on-policy step need not run that forward (:func:`trainer.train_step.score_batch`). Dynamic decode only: a
+captured graph would not run the hook that reads the hidden state, so static decode with a value head is refused.
+
 Stop tokens: the model's ``generation_config.eos_token_id`` (int or list) plus ``SamplingParams.stop_token_ids``.
 Context: ``max_context`` (default: the model's ``max_position_embeddings``) bounds prompt plus output; a
 prompt of ``max_context`` tokens or more raises ``ValueError``; a generation that reaches it ends with
@@ -102,6 +109,7 @@ class _Request:
     logprobs: list[float] = field(default_factory=list)
     cached_tokens: int = 0
     kv_tokens: int = 0  # tokens whose keys/values are computed: input + output[:-1] once running
+    values: list[float] | None = None  # with the engine's value head: one per output id
 
     def finish_reason(self) -> FinishReason | None:
         if self.output_ids and self.output_ids[-1] in self.stop_ids:
@@ -115,6 +123,7 @@ class _Request:
             finish_reason=reason,
             prompt_tokens=len(self.input_ids),
             cached_tokens=self.cached_tokens,
+            values=None if self.values is None else tuple(self.values),
         )
         if not self.future.done():
             self.future.set_result(generation)
@@ -141,6 +150,8 @@ class HfEngine:
     ``static_decode`` (default: ``cuda_graphs``) runs it with static shapes, eagerly when graphs are off (CPU tests),
     over buffers of ``decode_capacity`` tokens per row (default ``DEFAULT_DECODE_CAPACITY``; see the module docstring).
     ``sampling_noise`` (``"generator"`` or ``"counter"``) is each request's noise source (module docstring).
+    ``value_head`` (a module from ``[rows, hidden]`` float32 to ``[rows, 1]``): each generation's ``values`` as well
+    (module docstring; dynamic decode only).
     """
 
     name = "hf"
@@ -161,6 +172,7 @@ class HfEngine:
         static_decode: bool | None = None,
         decode_capacity: int | None = None,
         sampling_noise: str = "generator",
+        value_head: torch.nn.Module | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -172,7 +184,17 @@ class HfEngine:
         self.sampling_noise = sampling_noise
         if decode_capacity is not None and decode_capacity < 2:
             raise ValueError(f"decode_capacity must be >= 2 tokens (a prompt and a new token), got {decode_capacity}")
+        if value_head is not None and self.static_decode:
+            raise ValueError(
+                "value_head needs the dynamic decode step (a captured graph does not run the hook that reads the "
+                "hidden state): pass cuda_graphs=False, or no value head"
+            )
         self.model = _load_model(model_or_path, device, dtype)
+        self._value_head = value_head
+        self._features: torch.Tensor | None = None  # the vocabulary head's input at each row's last position
+        self._hook = None
+        if value_head is not None:
+            self._hook = self.model.get_output_embeddings().register_forward_pre_hook(self._capture_features)
         self._cache_keyword = cache_keyword(self.model)
         config = self.model.config
         model_limit = getattr(config, "max_position_embeddings", None) or 2**31
@@ -268,9 +290,14 @@ class HfEngine:
             self._closing = True
             self._condition.notify()
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        if self._hook is not None:
+            self._hook.remove()
         with self._prefix_lock:  # a forget_prefix must not put back what the clear drops
             self._prefix.clear()
         self._batch = self._new_batch()
+
+    def _capture_features(self, module: Any, args: tuple) -> None:
+        self._features = args[0][:, -1]
 
     def _new_batch(self) -> RunningBatch | StaticDecoder:
         if not self.static_decode:
@@ -318,6 +345,7 @@ class HfEngine:
             max_new_tokens=min(sampling.max_new_tokens, self.max_context - len(ids)),
             generator=generator,
             future=concurrent.futures.Future(),
+            values=None if self._value_head is None else [],
         )
 
     def _check_open(self) -> None:
@@ -482,6 +510,11 @@ class HfEngine:
         for request, token, logprob in zip(requests, tokens, logprobs, strict=True):
             request.output_ids.append(token)
             request.logprobs.append(logprob)
+        if self._value_head is not None:
+            features, self._features = self._features, None
+            values = self._value_head(features.float()).squeeze(-1).tolist()
+            for request, value in zip(requests, values, strict=True):
+                request.values.append(float(value))
         with self._condition:
             self._stats.generated_tokens += len(tokens)
 

@@ -104,14 +104,21 @@ class ScriptedEngine:
     """Answers call k with ``script[k]`` = (text, logprob per token, finish_reason); records every request.
 
     A ``stop`` answer gets ``STOP`` appended (as an engine returns the stop token it sampled); the
-    answer is cut to ``max_new_tokens`` (then ``finish_reason`` becomes ``length``).
+    answer is cut to ``max_new_tokens`` (then ``finish_reason`` becomes ``length``). ``values[k]``: the value
+    call k gives every token it returns (``Generation.values``), or ``None`` for a generation without values.
     """
 
     name = "scripted"
     weight_sync = "state_dict"
 
-    def __init__(self, script: Sequence[tuple[str, float, str]], fail_at: int | None = None) -> None:
+    def __init__(
+        self,
+        script: Sequence[tuple[str, float, str]],
+        fail_at: int | None = None,
+        values: Sequence[float | None] | None = None,
+    ) -> None:
         self.script = list(script)
+        self.values = values
         self.fail_at = fail_at
         self.requests: list[tuple[list[int], SamplingParams, str | None]] = []
         self.version = 0
@@ -125,7 +132,9 @@ class ScriptedEngine:
         ids = [ord(c) for c in text] + ([STOP] if finish == "stop" else [])
         if len(ids) > sampling.max_new_tokens:
             ids, finish = ids[: sampling.max_new_tokens], "length"
-        return Generation(tuple(ids), tuple([logprob] * len(ids)), finish, prompt_tokens=len(input_ids))
+        value = None if self.values is None else self.values[min(call, len(self.values)) - 1]
+        values = None if value is None else (value,) * len(ids)
+        return Generation(tuple(ids), tuple([logprob] * len(ids)), finish, prompt_tokens=len(input_ids), values=values)
 
     async def update_weights(self, state_dict, policy_version: int) -> None:
         self.version = policy_version

@@ -62,6 +62,17 @@ def test_ids_mask_logprobs_and_rewards_position_by_position():
     ]
 
 
+def test_engine_values_sit_on_their_sampled_tokens_or_are_absent_for_the_whole_trajectory():
+    script = [("ab", -0.5, "stop"), ("c", -0.25, "length"), ("d", -1.0, "stop")]
+    t = play(ScriptedEnv(rewards=(0.0, 0.5, 1.0)), ScriptedEngine(script, values=[2.0, -1.5, 0.25]))
+    # the layout of the test above: 3 sampled, 8 glue, 1 sampled, 9 glue, 2 sampled
+    assert t.rollout_values == [2.0] * 3 + [0.0] * 8 + [-1.5] + [0.0] * 9 + [0.25] * 2
+    for values in ([2.0, None, 0.25], [None, -1.5, 0.25], [2.0, -1.5, None]):  # one turn without them: none kept
+        t = play(ScriptedEnv(rewards=(0.0, 0.5, 1.0)), ScriptedEngine(script, values=values))
+        assert t.rollout_values == [] and len(t.rollout_logprobs) == 23
+    assert play(ScriptedEnv(rewards=(0.0, 0.5, 1.0)), ScriptedEngine(script)).rollout_values == []
+
+
 def test_each_request_is_the_whole_sequence_so_far_with_stop_ids_and_one_affinity_key():
     engine = ScriptedEngine([("ab", -0.5, "stop"), ("c", -0.25, "length"), ("d", -1.0, "stop")])
     t = play(ScriptedEnv(), engine)

@@ -43,6 +43,9 @@ def test_valid_record_passes_and_counts():
         ({"rollout_logprobs": [-0.1, -2.5, -0.01, -0.3, 0.0, -1e-9, -30.0]}, "0.0 where response_mask is 0"),
         ({"rollout_logprobs": [-0.1, 0.5, -0.01, 0.0, 0.0, -1e-9, -30.0]}, "<= 0"),
         ({"rollout_logprobs": [-0.1, math.nan, -0.01, 0.0, 0.0, -1e-9, -30.0]}, "<= 0"),
+        ({"rollout_values": [0.5, 0.4, 0.3, 0.0, 0.0, 0.2]}, "rollout_values .* one per response id"),
+        ({"rollout_values": [0.5, 0.4, 0.3, 0.1, 0.0, 0.2, 0.1]}, "rollout_values must be 0.0 where"),
+        ({"rollout_values": [0.5, math.inf, 0.3, 0.0, 0.0, 0.2, 0.1]}, "rollout_values must be finite"),
         ({"turn_end_indices": [3, 6]}, "sampled token"),
         ({"turn_end_indices": [6, 2]}, "increasing"),
         ({"turn_rewards": [1.0]}, "same length"),
@@ -70,6 +73,16 @@ def test_state_info_round_trips_and_old_records_without_it_still_load():
     for key in ("turn_state_keys", "turn_distances_before", "turn_distances_after", "initial_distance"):
         del old[key]
     assert not Trajectory.from_dict(old).has_state_info
+
+
+def test_engine_values_round_trip_and_old_records_without_them_still_load():
+    t = valid()
+    t.rollout_values = [0.5, -0.25, 3.0, 0.0, 0.0, 1e-7, -2.0]
+    t.validate()
+    assert Trajectory.from_json(t.to_json()) == t
+    old = t.to_dict()
+    del old["rollout_values"]
+    assert Trajectory.from_dict(old).rollout_values == []
 
 
 def test_error_trajectories_are_not_trainable():

@@ -5,6 +5,9 @@
 * The engine built on it samples from the learner's current policy: its greedy tokens and logprobs are those of
   a separate engine given the merged weights (the way a separate engine actor is synced), before and after an
   update; a sync only takes the version.
+* With the value head on the actor, the engine's values and logprobs of a two-turn trajectory (the second turn
+  served from the prefix cache) are the learner's scoring forward's, before and after the head and the adapters
+  train: what lets an on-policy step skip that forward.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import torch
 from agents.engines.base import SamplingParams
 from agents.engines.hf import HfEngine
 from agents.models import tiny_model_path
+from agents.trajectory import Trajectory
 from trainer.algos import Aggregation, PolicyLossSpec
-from trainer.batch import TrainBatch
+from trainer.batch import TrainBatch, build_batch
 from trainer.colocated import ColocatedWorker, EngineOptions, shared_weights_model
 from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 
@@ -38,9 +42,15 @@ def batch() -> TrainBatch:
     return out
 
 
-def colocated_worker(lora_rank: int = 4) -> ColocatedWorker:
+def colocated_worker(lora_rank: int = 4, value_head: bool = False) -> ColocatedWorker:
     optimizer = OptimizerSpec(lr=5e-2, warmup_steps=0, total_steps=10, schedule="constant")
-    spec = WorkerSpec("actor", str(tiny_model_path()), optimizer, lora=LoraSpec(rank=lora_rank, alpha=8.0))
+    spec = WorkerSpec(
+        "actor",
+        str(tiny_model_path()),
+        optimizer,
+        lora=LoraSpec(rank=lora_rank, alpha=8.0),
+        value_head=optimizer if value_head else None,
+    )
     worker = ColocatedWorker(spec, 0, 1, INIT)
     worker.setup()
     return worker
@@ -152,5 +162,56 @@ def test_a_loaded_checkpoint_reaches_the_engine(tmp_path):
             assert max(abs(a - b) for a, b in zip(ours.logprobs, before.logprobs, strict=False)) > 1e-4
         finally:
             await resumed.close()
+
+    asyncio.run(scenario())
+
+
+async def two_turn_trajectory(worker: ColocatedWorker, seed: int) -> Trajectory:
+    """Two sampled turns with an observation between them, as the episode loop records them."""
+    sampling = SamplingParams(max_new_tokens=6, temperature=1.0, seed=seed)
+    first = await worker.generate(PROMPT, sampling)
+    observation = [31, 32, 33, 34]
+    second = await worker.generate(PROMPT + list(first.output_ids) + observation, sampling)
+    assert second.cached_tokens == len(PROMPT) + len(first.output_ids) - 1  # the first turn served from the cache
+    sampled = (len(first.output_ids), len(observation), len(second.output_ids))
+    return Trajectory(
+        env_id="x",
+        seed=seed,
+        group_id="g",
+        prompt_ids=list(PROMPT),
+        response_ids=[*first.output_ids, *observation, *second.output_ids],
+        response_mask=[1] * sampled[0] + [0] * sampled[1] + [1] * sampled[2],
+        rollout_logprobs=[*first.logprobs, *[0.0] * sampled[1], *second.logprobs],
+        rollout_values=[*first.values, *[0.0] * sampled[1], *second.values],
+    )
+
+
+def test_the_colocated_engines_values_are_the_learners_scoring_values():
+    worker = colocated_worker(value_head=True)
+    with torch.no_grad():  # a trained head: the zero-initialised one would agree with anything at 0
+        worker.value_head.weight.normal_(std=0.5, generator=torch.Generator().manual_seed(2))
+        worker.value_head.bias.fill_(0.3)
+    worker.start_engine(EngineOptions(max_batch_size=4, max_context=None, seed=0))
+
+    async def agree(version: int) -> None:
+        await worker.update_weights(None, version)
+        b = build_batch([await two_turn_trajectory(worker, seed) for seed in (1, 2)], pad_id=0)
+        assert b.rollout_values is not None and float(b.rollout_values.abs().sum()) > 0.1
+        logprobs, values = worker.compute_logprobs_and_values(b, 1.0, 1)
+        sampled = b.response_mask  # the learner also scores the observation's tokens; GAE reads sampled ones only
+        torch.testing.assert_close(b.rollout_values, values * sampled, atol=2e-5, rtol=0)
+        torch.testing.assert_close(b.rollout_logprobs, logprobs * sampled, atol=2e-5, rtol=0)
+
+    async def scenario() -> None:
+        try:
+            await agree(0)
+            for _ in range(2):
+                b = batch()
+                b.values, b.returns = torch.zeros_like(b.response_mask), b.response_mask * 2.0
+                agg = Aggregation("token-mean", float(b.response_mask.sum()), 2.0)
+                worker.update_policy(b, agg, PolicyLossSpec(), 2)
+            await agree(1)
+        finally:
+            await worker.close()
 
     asyncio.run(scenario())

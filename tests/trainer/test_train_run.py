@@ -423,6 +423,38 @@ def test_a_colocated_lora_run_plays_the_separate_engines_episodes_with_no_engine
     )
 
 
+def test_colocated_ppo_takes_the_old_logprobs_and_values_from_the_rollout(tmp_path):
+    """PPO with the value head on a LoRA actor and the engine in its process: the engine applies the head as it
+    samples, so each step checks two rows and skips the scoring forward, and the run is the run that scores every
+    row (``algo.reuse_rollout_logprobs=false``), step by step."""
+
+    def run(reuse: str) -> list[dict]:
+        config = config_for(
+            tmp_path / reuse,
+            "algo=ppo",
+            "model.lora_rank=8",
+            "algo.mini_batches=2",
+            f"algo.reuse_rollout_logprobs={reuse}",
+            "trainer.total_steps=3",
+            "trainer.groups_per_step=4",
+            "trainer.checkpoint_every=0",
+            "trainer.sample_every=0",
+            "logging.plot=false",
+        )
+        assert config.engine_colocated and config.algo.critic_model == "auto"
+        return read_metrics(train(config, setup=learnable_env.register))
+
+    reused, scored = run("true"), run("false")
+    assert [r["rollout/values_reused"] for r in reused] == [1.0, 1.0, 1.0]
+    assert [r["rollout/old_logprobs_reused"] for r in reused] == [1.0, 1.0, 1.0]
+    assert all(r["rollout/value_mismatch_max"] < 1e-4 and r["rollout/logprob_mismatch_max"] < 1e-4 for r in reused)
+    assert [r["rollout/values_reused"] for r in scored] == [0.0, 0.0, 0.0]
+    assert all(r["rollout/value_mismatch_max"] < 1e-4 for r in scored)  # every row: the engine's values are right
+    assert any(abs(r["advantage/value_mean"]) > 1e-3 for r in reused[1:])  # the head has trained: values not all 0
+    for key in ("reward/mean", "advantage/value_mean", "critic/value_loss", "actor/policy_loss"):
+        assert [r[key] for r in reused] == pytest.approx([r[key] for r in scored], abs=1e-4), key
+
+
 COLOCATED = (
     "algo=grpo",
     "algo.group_size=4",
