@@ -20,7 +20,8 @@ Write a run's report as one HTML file that opens in any browser without a networ
     out= file of agents.eval or agents.play), filtered by file, success, env and seed; each turn's
     observation, the reply, its reward, validity and the env's info;
   - the token view of an episode: every token in order, the model's sampled tokens marked (their
-    rollout logprob on hover) apart from template and environment tokens, and each turn's reward.
+    rollout logprob on hover, and the critic's value where the engine applied the value head: PPO with the
+    colocated engine) apart from template and environment tokens, and each turn's reward.
 Open an episode directly with report.html#episode=<index>.
 
   --out PATH     where to write the page; default: RUN_DIR/report.html, or EPISODES.html next to the file

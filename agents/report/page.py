@@ -208,6 +208,10 @@ def _episode_data(e: Episode) -> dict[str, Any]:
             "ends": t.turn_end_indices,
             "rewards": t.turn_rewards,
         }
+        if t.rollout_values:  # the critic's value of each sampled token's state, where the engine applied it
+            data["tokens"]["values"] = [
+                float(f"{v:.6g}") for v, m in zip(t.rollout_values, t.response_mask, strict=True) if m
+            ]
     return _finite_or_null(data)
 
 

@@ -249,9 +249,14 @@
       const mask = t.mask[j];
       const span = tokenSpan(id, mask);
       if (mask === 1) {
-        const lp = t.logprobs[sampled++];
+        const lp = t.logprobs[sampled];
         span.title = `logprob ${lp} (p = ${Math.exp(lp).toFixed(3)})`;
         span.dataset.logprob = lp;
+        if (t.values) { // the critic's value of the state the token was chosen in (PPO with the engine's values)
+          span.title += ` · value ${t.values[sampled]}`;
+          span.dataset.value = t.values[sampled];
+        }
+        sampled++;
       }
       out.appendChild(span);
       if (rewardAt.has(j)) out.appendChild(el("span", { class: "reward", "data-turn-end": j }, `reward ${fmt(rewardAt.get(j), 2)}`));

@@ -43,6 +43,7 @@ def hand_built_trajectory(seed: int = 3, success: bool = True) -> Trajectory:
         response_ids=[10, 11, 12, 4, 3, 1, 2, 3, 4, 3, 1, 5, 3, 10, 4],
         response_mask=[1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1],
         rollout_logprobs=[-0.5, -0.25, -1.5, -0.125, 0, 0, 0, 0, 0, 0, 0, 0, 0, -0.75, -0.0625],
+        rollout_values=[4.5, 6.0, 7.25, 9.5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10.0, -2.125],
         turn_rewards=[-0.1, 10.9],
         turn_end_indices=[3, 14],
         episode_return=10.8,
@@ -98,8 +99,14 @@ def test_the_token_data_of_a_known_trajectory_come_from_its_ids_masks_and_logpro
     assert tokens["mask"] == [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1]
     # only the sampled tokens' logprobs, in order (the zeros of mask 0 are not sent)
     assert tokens["logprobs"] == [-0.5, -0.25, -1.5, -0.125, -0.75, -0.0625]
+    assert tokens["values"] == [4.5, 6.0, 7.25, 9.5, 10.0, -2.125]  # the engine's values, sampled tokens only
     assert tokens["ends"] == [3, 14] and tokens["rewards"] == [-0.1, 10.9]
     assert data["vocab"] == {str(k): v for k, v in VOCAB.items()}
+    unvalued = hand_built_trajectory()
+    unvalued.rollout_values = []  # no value head in the engine (or no critic): no values to show
+    write_trajectories(tmp_path / "unvalued.jsonl", [unvalued])
+    report = build_report(tmp_path / "unvalued.jsonl", tokenizer=FakeTokenizer())
+    assert "values" not in report_data(report)["episodes"][0]["tokens"]
 
 
 def test_turns_pair_each_observation_with_its_reply_reward_and_info(tmp_path: Path) -> None:

@@ -143,6 +143,8 @@ def test_the_token_view_marks_exactly_the_sampled_tokens(browser, report_url: st
     sampled_titles = [title for m, _, title in marks if m == "1"]
     expected = [lp for lp, m in zip(t.rollout_logprobs, t.response_mask, strict=True) if m]
     assert [float(title.split()[1]) for title in sampled_titles] == expected
+    values = [v for v, m in zip(t.rollout_values, t.response_mask, strict=True) if m]
+    assert [float(title.split(" · value ")[1]) for title in sampled_titles] == values
     assert all(title == "" for m, _, title in marks if m == "0")
     # each turn's reward sits right after that turn's last sampled token
     rewards = browser.execute_script(
