@@ -13,7 +13,8 @@ the same sampling seeds, so their first 8 episodes are the same tokens (the defa
   (``algo.reuse_rollout_logprobs=false``), every row's prompt computed in full
   (``trainer.share_prefix=false``), 8 episodes a step in one optimizer step, token-mean;
 * ``default``: the current defaults (LoRA rank 32, the reference as the actor with its adapters off,
-  the critic as a value head on the actor whose one forward also gives the old logprobs, LoRA
+  the critic as a value head on the actor, applied by the colocated engine as it samples, so the old logprobs
+  and the values come from the rollout after a check of two rows and no scoring forward runs, LoRA
   checkpoints, the rows of a micro-batch packed behind their common system prompt and instructions,
   16 episodes a step in 4 optimizer steps).
 
