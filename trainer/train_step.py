@@ -218,10 +218,7 @@ async def score_batch(
     temperature, micro = config.rollout.temperature, config.trainer.micro_batch_size
     started = time.perf_counter()
     mask = batch.response_mask
-    if learner.value_model is learner.actor:  # the value head's forward gives every row's logprobs as well
-        metrics = await _old_logprobs_and_values(batch, learner, config, on_policy)
-    else:
-        metrics = await _old_logprobs(batch, learner, config, on_policy)
+    metrics = await _old_logprobs(batch, learner, config, on_policy, values=learner.value_model is learner.actor)
     if learner.reference is not None:
         batch.ref_logprobs = await learner.reference.compute_logprobs(batch, temperature, micro)
     elif config.algo.reference:
@@ -243,42 +240,40 @@ async def score_batch(
     return metrics
 
 
-async def _old_logprobs(batch: TrainBatch, learner: Learner, config: TrainConfig, on_policy: bool) -> dict[str, float]:
-    """``batch.old_logprobs``: the engine's, verified on a few rows, or recomputed (see :func:`score_batch`)."""
-    algo, temperature, micro = config.algo, config.rollout.temperature, config.trainer.micro_batch_size
-    if algo.reuse_rollout_logprobs and on_policy and len(batch) > algo.reuse_check_rows:
-        rows = list(range(algo.reuse_check_rows))
-        check = batch.select(rows)
-        metrics = _mismatch(await learner.actor.compute_logprobs(check, temperature, micro), check)
-        if metrics["rollout/logprob_mismatch_max"] <= algo.reuse_max_mismatch:
-            batch.old_logprobs = batch.rollout_logprobs.clone()
-            return {**metrics, "rollout/old_logprobs_reused": 1.0}
-    batch.old_logprobs = await learner.actor.compute_logprobs(batch, temperature, micro)
-    return {**_mismatch(batch.old_logprobs, batch), "rollout/old_logprobs_reused": 0.0}
-
-
-async def _old_logprobs_and_values(
-    batch: TrainBatch, learner: Learner, config: TrainConfig, on_policy: bool
+async def _old_logprobs(
+    batch: TrainBatch, learner: Learner, config: TrainConfig, on_policy: bool, *, values: bool = False
 ) -> dict[str, float]:
-    """``batch.old_logprobs`` and ``batch.values`` of an actor with the value head: the engine's, verified on a few
-    rows, or one forward over every row (see :func:`score_batch`)."""
+    """``batch.old_logprobs`` (and with ``values``, from the actor's value head, ``batch.values``): the engine's,
+    verified on a few rows, or recomputed for every row in one forward (see :func:`score_batch`)."""
     algo, temperature, micro = config.algo, config.rollout.temperature, config.trainer.micro_batch_size
     actor = learner.actor
-    reusable = algo.reuse_rollout_logprobs and on_policy and batch.rollout_values is not None
+
+    async def score(rows: TrainBatch) -> tuple[Tensor, Tensor | None]:
+        if values:
+            return await actor.compute_logprobs_and_values(rows, temperature, micro)
+        return await actor.compute_logprobs(rows, temperature, micro), None
+
+    def mismatch(logprobs: Tensor, row_values: Tensor | None, rows: TrainBatch) -> dict[str, float]:
+        metrics = _mismatch(logprobs, rows)
+        if row_values is not None and rows.rollout_values is not None:
+            metrics.update(_value_mismatch(row_values, rows))
+        return metrics
+
+    reused = {"rollout/old_logprobs_reused": 1.0, **({"rollout/values_reused": 1.0} if values else {})}
+    reusable = algo.reuse_rollout_logprobs and on_policy and (not values or batch.rollout_values is not None)
     if reusable and len(batch) > algo.reuse_check_rows:
         check = batch.select(list(range(algo.reuse_check_rows)))
-        check_logprobs, check_values = await actor.compute_logprobs_and_values(check, temperature, micro)
-        metrics = {**_mismatch(check_logprobs, check), **_value_mismatch(check_values, check)}
-        worst = max(metrics["rollout/logprob_mismatch_max"], metrics["rollout/value_mismatch_max"])
+        metrics = mismatch(*await score(check), check)
+        worst = max(metrics["rollout/logprob_mismatch_max"], metrics.get("rollout/value_mismatch_max", 0.0))
         if worst <= algo.reuse_max_mismatch:
-            batch.old_logprobs, batch.values = batch.rollout_logprobs.clone(), batch.rollout_values.clone()
-            return {**metrics, "rollout/old_logprobs_reused": 1.0, "rollout/values_reused": 1.0}
-    batch.old_logprobs, batch.values = await actor.compute_logprobs_and_values(batch, temperature, micro)
-    metrics = _mismatch(batch.old_logprobs, batch)
-    metrics.update({"rollout/old_logprobs_reused": 0.0, "rollout/values_reused": 0.0})
-    if batch.rollout_values is not None:
-        metrics.update(_value_mismatch(batch.values, batch))
-    return metrics
+            batch.old_logprobs = batch.rollout_logprobs.clone()
+            if values:
+                batch.values = batch.rollout_values.clone()
+            return {**metrics, **reused}
+    batch.old_logprobs, scored_values = await score(batch)
+    if values:
+        batch.values = scored_values
+    return {**mismatch(batch.old_logprobs, scored_values, batch), **{key: 0.0 for key in reused}}
 
 
 def _value_mismatch(recomputed: Tensor, batch: TrainBatch) -> dict[str, float]:
