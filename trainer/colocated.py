@@ -9,9 +9,12 @@ shard), so
 
 * no second copy of the weights exists: the engine costs only its keys/values and prefix cache, and gives
   them back when a rollout ends (``drop_prefix_cache``), before the learner scores and trains in the same process;
-* the engine computes with the LoRA adapters as they are, unmerged: an optimizer step changes what it
-  samples, and a weight sync is only the new policy version and an emptied prefix cache
-  (``weight_sync="shared"``), no state dict;
+* the engine computes with the LoRA adapters as they are: an optimizer step changes what it samples, and a weight
+  sync is only the new policy version and an emptied prefix cache (``weight_sync="shared"``), no state dict;
+* it samples with the adapters merged into the shared base weights (``engine.merge_adapters``, on by default: one
+  product per layer instead of three, :mod:`agents.engines.merged_lora`), and every learner call that reads or
+  writes the weights first takes them back, unmerged bit for bit, under the lock the engine holds around each
+  forward; so the learner never sees merged weights and the adapters never change while merged;
 * with the critic's value head on the actor (PPO's default with LoRA) the engine applies that head too, to the
   hidden state each sampled token came from (``Generation.values``, dynamic decode only), so an on-policy step
   takes the old logprobs and the values from the rollout and skips the scoring forward
@@ -38,14 +41,17 @@ the steps after the checkpoint are played again (:func:`trainer.components.resta
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import nn
 
 from agents.engines.base import WeightSync
+from agents.engines.merged_lora import lora_layers
 from trainer.engine_actor import EngineClient, EngineHost
 from trainer.learner_specs import PEFT_DEPRECATION_MESSAGE
 from trainer.learner_worker import ModelWorker
@@ -111,14 +117,31 @@ def _check_shape(module: nn.Module, slot: str, view: torch.Tensor, name: str) ->
         raise ValueError(f"{name}: the learner's {tuple(view.shape)} does not fit the copy's slot {shape}")
 
 
+def _learner_call(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` of :class:`ModelWorker`, run with the weights unmerged (``ColocatedWorker._learner_weights``)."""
+
+    @functools.wraps(method)
+    def call(self: ColocatedWorker, *args: Any, **kwargs: Any) -> Any:
+        with self._learner_weights():
+            return method(self, *args, **kwargs)
+
+    return call
+
+
 class EngineOptions:
     """What the colocated engine takes from the run's engine spec (picklable)."""
 
     def __init__(
-        self, max_batch_size: int, max_context: int | None, seed: int | None, cuda_graphs: bool | None = None
+        self,
+        max_batch_size: int,
+        max_context: int | None,
+        seed: int | None,
+        cuda_graphs: bool | None = None,
+        merge_adapters: bool = True,
     ) -> None:
         self.max_batch_size, self.max_context, self.seed = max_batch_size, max_context, seed
         self.cuda_graphs = cuda_graphs  # the hf engine's option (None: its default, off)
+        self.merge_adapters = merge_adapters  # sample with LoRA adapters merged (when the actor has them)
 
 
 class ColocatedWorker(ModelWorker, EngineHost):
@@ -144,14 +167,16 @@ class ColocatedWorker(ModelWorker, EngineHost):
         if self.model is None:
             raise RuntimeError("start_engine needs the model: call setup() first")
         _, static = decode_mode(torch.device(self.device), options.cuda_graphs, None)
+        shared = shared_weights_model(self.model)
         self.engine = HfEngine(
-            shared_weights_model(self.model),
+            shared,
             device=str(self.device),
             max_batch_size=options.max_batch_size,
             max_context=options.max_context,
             seed=options.seed,
             cuda_graphs=options.cuda_graphs,
             value_head=None if static else self.value_head,  # the learner's own head, as it trains
+            merge_adapters=options.merge_adapters and bool(lora_layers(shared)),
         )
         self.instance_id = uuid.uuid4().hex
         return self.engine.name
@@ -169,6 +194,28 @@ class ColocatedWorker(ModelWorker, EngineHost):
         only way its public contract offers to take a version and drop the cache at once.
         """
         await self.engine.update_weights(self.engine.model.state_dict(), policy_version)
+
+    @contextmanager
+    def _learner_weights(self) -> Iterator[None]:
+        """The weights as the learner has them (adapters unmerged) for the whole of a learner call."""
+        adapters = getattr(getattr(self, "engine", None), "adapters", None)
+        if adapters is None:
+            yield
+            return
+        with adapters.unmerged():
+            yield
+
+    # Every learner call that reads or writes the weights runs with them unmerged (module docstring).
+    compute_logprobs = _learner_call(ModelWorker.compute_logprobs)
+    compute_logprobs_and_values = _learner_call(ModelWorker.compute_logprobs_and_values)
+    compute_values = _learner_call(ModelWorker.compute_values)
+    update_policy = _learner_call(ModelWorker.update_policy)
+    update_sft = _learner_call(ModelWorker.update_sft)
+    update_value = _learner_call(ModelWorker.update_value)
+    full_state_dict = _learner_call(ModelWorker.full_state_dict)
+    save_checkpoint = _learner_call(ModelWorker.save_checkpoint)
+    load_checkpoint = _learner_call(ModelWorker.load_checkpoint)
+    save_pretrained = _learner_call(ModelWorker.save_pretrained)
 
 
 class ColocatedEngineClient(EngineClient):

@@ -333,7 +333,11 @@ def _start_colocated(
 ) -> tuple[Learner, ColocatedEngineClient]:
     """The learner, whose actor rank then builds the engine on its own weights (:mod:`trainer.colocated`)."""
     options = EngineOptions(
-        plan.engine.max_batch_size, plan.engine.max_context, plan.engine.seed, plan.engine.cuda_graphs
+        plan.engine.max_batch_size,
+        plan.engine.max_context,
+        plan.engine.seed,
+        plan.engine.cuda_graphs,
+        merge_adapters=config.engine.merge_adapters,
     )
     learner = _start_learner(config, plan, options, wait=wait)
     log.info("the engine (%s) runs in the actor's process, on its weights", config.engine.kind)

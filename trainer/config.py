@@ -169,6 +169,9 @@ class EngineConfig:
     dtype: str = "auto"  # hf: auto (float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16 | float16
     max_batch_size: int = 16  # hf: sequences decoded together
     cuda_graphs: bool | None = None  # hf: decode steps replayed from CUDA graphs; None: on for CUDA
+    # hf colocated with a LoRA actor: sample with the adapters merged into the shared base weights, unmerged bit
+    # for bit before every learner call (trainer.colocated); false: the adapters' products beside every layer
+    merge_adapters: bool = True
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
     # hf: times a dead engine is restarted: the engine actor by Ray (the loop then syncs the weights again), or with
     # placement=colocated the actor's process that runs it, by the run, from the last checkpoint (trainer.faults)

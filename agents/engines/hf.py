@@ -58,6 +58,12 @@ value of the state before ``output_ids[i]``: what the learner's scoring forward 
 an on-policy step need not run that forward (:func:`trainer.train_step.score_batch`). Dynamic decode only: a
 captured graph would not run the hook that reads the hidden state, so static decode with a value head is refused.
 
+Merged adapters (``merge_adapters``): a model with peft LoRA layers samples with each adapter merged into its base
+weight, one product per layer instead of three (:class:`~agents.engines.merged_lora.MergedLora`); the colocated
+engine, which shares those base weights with the learner, holds ``adapters.lock`` around every forward and the
+learner takes the weights back, unmerged bit for bit, with ``adapters.unmerged()``. Logprobs move by float
+rounding only (the same products, summed in another order).
+
 Stop tokens: the model's ``generation_config.eos_token_id`` (int or list) plus ``SamplingParams.stop_token_ids``.
 Context: ``max_context`` (default: the model's ``max_position_embeddings``) bounds prompt plus output; a
 prompt of ``max_context`` tokens or more raises ``ValueError``; a generation that reaches it ends with
@@ -73,6 +79,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections import deque
@@ -88,6 +95,7 @@ from agents.engines.base import EngineStats, FinishReason, Generation, SamplingP
 from agents.engines.hf_graphs import DEFAULT_DECODE_CAPACITY, StaticDecoder, decode_mode
 from agents.engines.hf_kv import PrefillLayout, PrefixCache, RunningBatch, SequenceKV, common_prefix_len
 from agents.engines.hf_sampling import CounterStream, sample_next_tokens
+from agents.engines.merged_lora import MergedLora
 from agents.memory import return_free_memory
 from agents.models import cache_keyword, quiet_progress_bars
 
@@ -151,7 +159,8 @@ class HfEngine:
     over buffers of ``decode_capacity`` tokens per row (default ``DEFAULT_DECODE_CAPACITY``; see the module docstring).
     ``sampling_noise`` (``"generator"`` or ``"counter"``) is each request's noise source (module docstring).
     ``value_head`` (a module from ``[rows, hidden]`` float32 to ``[rows, 1]``): each generation's ``values`` as well
-    (module docstring; dynamic decode only).
+    (module docstring; dynamic decode only). ``merge_adapters``: sample with the model's LoRA adapters merged
+    into their base weights (``adapters``, a :class:`~agents.engines.merged_lora.MergedLora`; module docstring).
     """
 
     name = "hf"
@@ -173,6 +182,7 @@ class HfEngine:
         decode_capacity: int | None = None,
         sampling_noise: str = "generator",
         value_head: torch.nn.Module | None = None,
+        merge_adapters: bool = False,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -195,6 +205,7 @@ class HfEngine:
         self._hook = None
         if value_head is not None:
             self._hook = self.model.get_output_embeddings().register_forward_pre_hook(self._capture_features)
+        self.adapters = MergedLora(self.model) if merge_adapters else None
         self._cache_keyword = cache_keyword(self.model)
         config = self.model.config
         model_limit = getattr(config, "max_position_embeddings", None) or 2**31
@@ -360,15 +371,28 @@ class HfEngine:
             with torch.no_grad():
                 while self._wait_for_work():
                     started = time.perf_counter()
-                    self._apply_update_if_ready()
-                    self._admit_waiting()
-                    if self._running:
-                        self._decode_step()
+                    with self._holding_weights():
+                        self._apply_update_if_ready()
+                        self._admit_waiting()
+                        if self._running:
+                            self._decode_step()
                     with self._condition:
                         self._stats.busy_seconds += time.perf_counter() - started
                 self._abort_all()
         except BaseException as error:  # every waiter must hear about it, or it hangs forever
             self._fail_all(error)
+        finally:
+            if self.adapters is not None:
+                self.adapters.unmerge()  # whoever shares the weights gets them back as loaded
+
+    def _holding_weights(self) -> Any:
+        """The adapters' lock while a loop iteration runs (nothing to hold without merged adapters)."""
+        return contextlib.nullcontext() if self.adapters is None else self.adapters.lock
+
+    def _forward_weights(self) -> None:
+        """Merge the adapters before a forward, if this engine merges them and they are not merged yet."""
+        if self.adapters is not None:
+            self.adapters.merge()
 
     def _wait_for_work(self) -> bool:
         """Block until there is something to do; False once the engine is closing."""
@@ -394,6 +418,8 @@ class HfEngine:
                     self._updates.popleft()
                 update.future.set_exception(error)
                 return
+            if self.adapters is not None:
+                self.adapters.unmerge()  # the state dict holds the base weights as loaded and new adapters
             self.model.load_state_dict(state_dict, strict=False)
         if isinstance(self._batch, StaticDecoder):
             self._batch.check_weights()  # load_state_dict copies in place: the captured graphs normally stay
@@ -443,6 +469,7 @@ class HfEngine:
         cache = layout.cache([prefix for _, prefix, _ in group], self._num_layers)
         input_ids, positions = layout.inputs([r.input_ids for r in requests])
         mask = layout.attention_mask().to(self.device) if layout.padded else None
+        self._forward_weights()
         logits = self.model(
             input_ids=input_ids.to(self.device),
             position_ids=positions.to(self.device),
@@ -472,6 +499,7 @@ class HfEngine:
 
     def _decode_step(self) -> None:
         requests = self._running
+        self._forward_weights()
         if isinstance(self._batch, StaticDecoder):
             logits = self._batch.step([r.output_ids[-1] for r in requests])
         else:

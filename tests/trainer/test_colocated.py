@@ -4,7 +4,9 @@
   optimizer step on the adapters changes what the copy computes, and the copy's logits are the learner's.
 * The engine built on it samples from the learner's current policy: its greedy tokens and logprobs are those of
   a separate engine given the merged weights (the way a separate engine actor is synced), before and after an
-  update; a sync only takes the version.
+  update, with its adapters merged into the shared weights for sampling or not; a sync only takes the version.
+* With the adapters merged while sampling, the learner's frozen base weights are bit for bit the loaded ones after
+  rollouts and updates alternate: every learner call unmerges them exactly first.
 * With the value head on the actor, the engine's values and logprobs of a two-turn trajectory (the second turn
   served from the prefix cache) are the learner's scoring forward's, before and after the head and the adapters
   train: what lets an on-policy step skip that forward.
@@ -107,11 +109,13 @@ async def generate_as_merged(worker: ColocatedWorker, merged_from: ColocatedWork
     return ours
 
 
-def test_the_colocated_engine_samples_the_learners_current_policy():
+@pytest.mark.parametrize("merge_adapters", [True, False], ids=["merged", "unmerged"])
+def test_the_colocated_engine_samples_the_learners_current_policy(merge_adapters):
     worker = colocated_worker()
     asyncio.run(worker.close())  # no engine yet (a run stopped during its start-up): nothing to close, no error
-    options = EngineOptions(max_batch_size=4, max_context=None, seed=0)
+    options = EngineOptions(max_batch_size=4, max_context=None, seed=0, merge_adapters=merge_adapters)
     assert worker.start_engine(options) == ColocatedWorker.engine_name == "hf"  # the name the client is given
+    assert (worker.engine.adapters is not None) == merge_adapters
 
     async def compare(version: int) -> None:
         await worker.update_weights(None, version)
@@ -130,6 +134,35 @@ def test_the_colocated_engine_samples_the_learners_current_policy():
             await worker.close()
 
     asyncio.run(scenario())
+
+
+def test_the_base_weights_stay_as_loaded_through_merged_rollouts_and_updates():
+    worker = colocated_worker()
+    loaded = {n: local(p).clone() for n, p in worker.model.named_parameters() if "lora_" not in n}
+    worker.start_engine(EngineOptions(max_batch_size=4, max_context=None, seed=0))
+    adapters = worker.engine.adapters
+
+    async def scenario() -> None:
+        try:
+            for version in range(1, 4):
+                await generate(worker)
+                assert adapters.is_merged
+                update(worker)  # a learner call: it takes the weights back, unmerged, before it computes
+                assert not adapters.is_merged
+                await worker.update_weights(None, version)
+            await generate_as_merged(worker, worker)  # merged again: still the learner's current policy
+        finally:
+            await worker.close()
+
+    asyncio.run(scenario())
+    assert adapters.merges == 4 and not adapters.is_merged
+    for name, param in worker.model.named_parameters():
+        if name in loaded:
+            assert torch.equal(local(param), loaded[name]), name  # bit for bit: the frozen base never drifts
+
+
+def local(param: torch.Tensor) -> torch.Tensor:
+    return (param.to_local() if hasattr(param, "to_local") else param).detach()
 
 
 def test_a_sharded_parameter_is_refused_with_the_fix():
