@@ -1,8 +1,8 @@
 """LoRA adapters merged into their base weights while an engine samples, then taken out again bit for bit.
 
 A LoRA layer computes ``W x + s B (A x)``: beside each of a decoder's adapted layers (210 in SmolLM2) two small
-products and an addition, at every decode step. Merged, ``(W + s B A) x`` is one product: on the 2-core CPU the
-engine sampled 1.3x as many tokens a second (benchmarks/step_cost.py, docs/performance.md). The colocated engine
+products and an addition, at every decode step. Merged, ``(W + s B A) x`` is one product: on the 2-core CPU a
+default step's rollout ran 1.19x faster (benchmarks/step_cost.py, docs/performance.md). The colocated engine
 (:mod:`trainer.colocated`) shares ``W`` with the learner, which trains ``A`` and ``B`` on top of the frozen ``W``,
 so the merge is in place and must be undone exactly before the learner computes again.
 
@@ -14,9 +14,10 @@ also keeps a checksum of ``W``'s bits. :meth:`MergedLora.unmerge` subtracts ``D`
 ``A`` and ``B`` (the same product on the same inputs: the same bits), writes the kept values back, and checks the
 checksum: a mismatch raises rather than letting the learner train on a base that drifted.
 
-Exclusion: ``lock`` (re-entrant) is held by the engine's loop around every forward (:meth:`merged`) and by
-whoever else reads or writes the weights (:meth:`unmerged`), so a forward never sees half-merged weights and
-an optimizer step never changes ``A`` or ``B`` while they are merged (which would make the unmerge wrong).
+Exclusion: ``lock`` (re-entrant) is held by the engine's loop around every iteration, which merges before a forward
+(:meth:`merge`), and by whoever else reads or writes the weights (:meth:`unmerged`), so a forward never sees
+half-merged weights and an optimizer step never changes ``A`` or ``B`` while they are merged (which would make the
+unmerge wrong).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class MergedLora:
                 delta = layer.get_delta_weight(adapter).to(weight.dtype)
                 merged = weight + delta
                 missed = torch.flatten((merged - delta) != weight).nonzero().squeeze(1)
-                kept.append(_Kept(missed, weight.reshape(-1)[missed].clone(), _checksum(weight)))
+                kept.append(_Kept(missed, weight.reshape(-1)[missed], _checksum(weight)))  # indexing copies
                 weight.copy_(merged)
                 layer.merged_adapters.append(adapter)  # peft's forward now runs the base layer alone
             self._kept = kept
