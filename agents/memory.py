@@ -6,6 +6,12 @@ engine wait most of the time (the roles take turns), and on one machine their re
 up: :func:`return_free_memory` after each large piece of work lets an idle process shrink back to
 its weights and optimizer state. Elsewhere than glibc it does nothing.
 
+Within a piece of work, glibc serves an allocation from its heap unless it is larger than its mmap threshold,
+which it raises to the size of each large block freed (up to 32 MiB): after the first forward most activations
+come from the heap, where they fragment it, and a process's peak then moves by hundreds of MiB from one run of
+the same work to the next. :func:`map_large_allocations` fixes the threshold, so every tensor above it is its own
+mapping, returned to the system when freed.
+
 :func:`peak_resident_mib` reads the kernel's high-water mark of this process's resident memory (``VmHWM``)
 and resets it, so successive calls give the peak of each piece of work in between (Linux; elsewhere ``None``).
 """
@@ -18,7 +24,10 @@ import functools
 import re
 from pathlib import Path
 
-__all__ = ["peak_resident_mib", "resident_mib", "return_free_memory"]
+__all__ = ["map_large_allocations", "peak_resident_mib", "resident_mib", "return_free_memory"]
+
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+MAX_MMAP_THRESHOLD_MIB = 32  # glibc's ceiling for it on 64-bit systems (HEAP_MAX_SIZE / 2)
 
 
 @functools.cache
@@ -28,6 +37,31 @@ def _malloc_trim():
         return ctypes.CDLL(name).malloc_trim if name else None
     except (OSError, AttributeError):  # not glibc
         return None
+
+
+@functools.cache
+def _mallopt():
+    name = ctypes.util.find_library("c")
+    try:
+        function = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):  # not glibc
+        return None
+    if function is not None:
+        function.argtypes, function.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return function
+
+
+def map_large_allocations(threshold_mib: float) -> bool:
+    """Serve every allocation of at least ``threshold_mib`` MiB from its own memory mapping, from now on in this
+    process (glibc's ``M_MMAP_THRESHOLD``, no longer adjusted); ``True`` when glibc took it. ``0`` leaves glibc's
+    adjusting threshold as it is and returns ``False``. Raises ``ValueError`` beyond glibc's ceiling (32 MiB)."""
+    if threshold_mib < 0 or threshold_mib > MAX_MMAP_THRESHOLD_MIB:
+        limit = MAX_MMAP_THRESHOLD_MIB
+        raise ValueError(f"an mmap threshold must be 0 (glibc's own) to {limit} MiB, not {threshold_mib}")
+    mallopt = _mallopt()
+    if not threshold_mib or mallopt is None:
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, int(threshold_mib * 1024**2)))
 
 
 def return_free_memory() -> bool:

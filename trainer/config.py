@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 from agents.cli import UsageError
 from agents.command_config import align_env_turns, check_choice, compose_config, typed_config
 from agents.engines.registry import engine_kind, engine_names
+from agents.memory import MAX_MMAP_THRESHOLD_MIB
 from trainer.algos.estimators import ESTIMATORS, Estimator
 from trainer.algos.losses import KL_ESTIMATORS, LOSS_AGG_MODES
 from trainer.algos.off_policy import TIS_LEVELS
@@ -236,6 +237,7 @@ class TrainerOptions:
     cpu_ranks: int = 1  # learner ranks when n_gpus is 0
     learner_cpus: float = 1.0  # Ray CPU share per learner rank
     threads: int | None = None  # torch threads per learner rank; null: the machine's cores / ranks
+    mmap_threshold_mib: float = 4.0  # learner ranks: allocations this large get their own mapping (glibc); 0: glibc's
     precision: str = "auto"  # auto (bf16-mixed on CUDA, float32 on CPU) | float32 | bf16-mixed
     run_dir: str | None = None  # null: runs/train/<env>-<algo>-<time>
     resume: bool = False  # continue the run in run_dir from its last checkpoint
@@ -570,6 +572,10 @@ def _check_trainer(config: TrainConfig) -> None:
     for name in ("checkpoint_every", "sample_every", "samples_per_step", "n_gpus", "seed", "max_failed_steps"):
         _require(getattr(trainer, name) >= 0, f"trainer.{name} must be >= 0, got {getattr(trainer, name)}")
     _require(trainer.threads is None or trainer.threads >= 1, "trainer.threads must be >= 1 or null")
+    _require(
+        0 <= trainer.mmap_threshold_mib <= MAX_MMAP_THRESHOLD_MIB,
+        f"trainer.mmap_threshold_mib must be 0 (glibc's own) to {MAX_MMAP_THRESHOLD_MIB}",
+    )
     _require(trainer.logits_chunk_size >= 0, "trainer.logits_chunk_size must be >= 0 (0: off)")
     for name in ("lr", "critic_lr"):
         _require(getattr(config.model, name) > 0, f"model.{name} must be > 0, got {getattr(config.model, name)}")

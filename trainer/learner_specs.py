@@ -83,6 +83,8 @@ class WorkerSpec:
     # (the value loss trains the head alone), with its own AdamW: the critic without a second model.
     value_head: OptimizerSpec | None = None
     num_threads: int | None = None
+    # Allocations of this many MiB or more get their own mapping (agents.memory.map_large_allocations); 0: glibc's.
+    mmap_threshold_mib: float = 0.0
     seed: int = 0
 
 

@@ -62,7 +62,7 @@ import torch
 from torch import Tensor, nn
 from transformers.cache_utils import Cache, DynamicLayer
 
-from agents.memory import peak_resident_mib, return_free_memory
+from agents.memory import map_large_allocations, peak_resident_mib, return_free_memory
 from agents.models import cache_keyword
 from trainer.algos import (
     ActorTerms,
@@ -115,6 +115,7 @@ class ModelWorker:
 
         if self.spec.num_threads:
             torch.set_num_threads(self.spec.num_threads)
+        map_large_allocations(self.spec.mmap_threshold_mib)
         device_type = "cuda" if self.spec.device.startswith("cuda") else "cpu"
         if device_type == "cuda":
             torch.cuda.set_device(0)  # Ray shows each rank its own GPU as device 0

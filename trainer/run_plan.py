@@ -173,6 +173,7 @@ def learner_spec(config: TrainConfig, model_path: str, hardware: Hardware | None
         "device": "cuda" if gpu else "cpu",
         "mixed_precision": mixed_precision(config, hardware=hardware),
         "num_threads": threads,
+        "mmap_threshold_mib": config.trainer.mmap_threshold_mib,
         "share_prefix": config.trainer.share_prefix,
         "logits_chunk_size": config.trainer.logits_chunk_size,
         "seed": config.trainer.seed,

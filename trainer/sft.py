@@ -177,6 +177,7 @@ def _sft_worker_spec(config: TrainConfig, model_path: str, total_steps: int) -> 
         share_prefix=config.trainer.share_prefix,
         logits_chunk_size=config.trainer.logits_chunk_size,
         num_threads=config.trainer.threads or os.cpu_count() or 1,
+        mmap_threshold_mib=config.trainer.mmap_threshold_mib,
         seed=config.trainer.seed,
     )
 

@@ -128,3 +128,13 @@ def test_the_engine_reserves_a_gpu_share_only_on_cuda(monkeypatch):
     assert plan.engine_gpus == 0.25 and plan.learner.num_gpus == 0.75
     assert plan.learner.actor.device == "cuda" and plan.learner.actor.num_threads == 16
     assert plan.engine.model == str(tiny_model_path()) and plan.caution is None
+
+
+def test_every_learner_rank_and_the_warm_up_get_the_mmap_threshold():
+    from trainer.sft import _sft_worker_spec
+
+    for overrides, threshold in (((), 4.0), (("trainer.mmap_threshold_mib=0",), 0.0)):
+        config = config_of("algo.critic_model=separate", "algo.reference=true", *overrides)
+        spec = learner_spec(config, str(tiny_model_path()), CPU)
+        assert {role.mmap_threshold_mib for role in (spec.actor, spec.critic, spec.reference)} == {threshold}
+        assert _sft_worker_spec(config, "m", 4).mmap_threshold_mib == threshold

@@ -309,6 +309,8 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["trainer.n_gpus=-1"], ["trainer.n_gpus must be >= 0, got -1"]),
         (["trainer.seed=-1"], ["trainer.seed must be >= 0, got -1"]),
         (["trainer.threads=0"], ["trainer.threads must be >= 1 or null"]),
+        (["trainer.mmap_threshold_mib=64"], ["trainer.mmap_threshold_mib must be 0 (glibc's own) to 32"]),
+        (["trainer.mmap_threshold_mib=-1"], ["trainer.mmap_threshold_mib must be 0"]),
         (["model.lr=0"], ["model.lr must be > 0"]),
         (["model.critic_lr=-1e-5"], ["model.critic_lr must be > 0"]),
         (["model.lora_rank=-1"], ["model.lora_rank must be >= 0, got -1"]),
