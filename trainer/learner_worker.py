@@ -52,7 +52,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,6 +60,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.distributed.tensor import DTensor
 from transformers.cache_utils import Cache, DynamicLayer
 
 from agents.memory import map_large_allocations, peak_resident_mib, return_free_memory
@@ -598,12 +599,57 @@ class ModelWorker:
         return state
 
     def save_pretrained(self, directory: str, source: str) -> None:
-        """Write the policy in Hugging Face format (``from_pretrained`` loads it) with ``source``'s tokenizer."""
-        state = self.full_state_dict()
-        if self.rank == 0:
-            from trainer.export import save_hf_checkpoint
+        """Write the policy in Hugging Face format (``from_pretrained`` loads it) with ``source``'s tokenizer.
 
-            save_hf_checkpoint(state, Path(directory), Path(source))
+        The weights of :meth:`full_state_dict`, bit for bit, but unsharded, merged and written one at a time
+        (:func:`trainer.export.save_hf_checkpoint_streamed`): no second copy of the model exists at any moment, which
+        at the end of the warm-up and at every checkpoint was the process's peak. A collective: every rank calls it.
+        """
+        weights = self._export_weights()
+        tensors = (make() for _, _, make in weights)
+        if self.rank == 0:
+            from trainer.export import save_hf_checkpoint_streamed
+
+            layout = [(name, shape) for name, shape, _ in weights]
+            save_hf_checkpoint_streamed(layout, tensors, Path(directory), Path(source))
+        else:
+            for _ in tensors:  # each unsharding is a collective the other ranks join
+                pass
+
+    def _export_weights(self) -> list[tuple[str, tuple[int, ...], Callable[[], Tensor]]]:
+        """Each weight of the exported model, in the model's order: its Hugging Face name, its shape, and how to
+        make it (unsharded, float32, its LoRA adapter merged in as :func:`merge_lora_state_dict` merges it). The
+        head tied to the embeddings and the adapters themselves are left out."""
+        state = self.model.state_dict()
+        tied = bool(getattr(self.model.config, "tie_word_embeddings", False))
+        lora = self.spec.lora.rank > 0 and self.spec.role == "actor"
+        prefix, suffix = "base_model.model.", ".base_layer.weight"
+
+        def make(name: str) -> Callable[[], Tensor]:
+            def unsharded(key: str) -> Tensor:
+                tensor = state[key]
+                return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+            def weight() -> Tensor:
+                tensor = unsharded(name)
+                if lora and name.endswith(suffix):
+                    layer = name[: -len(suffix)]
+                    a, b = unsharded(f"{layer}.lora_A.default.weight"), unsharded(f"{layer}.lora_B.default.weight")
+                    scale = self.spec.lora.alpha / self.spec.lora.rank
+                    tensor = tensor + (b.float() @ a.float()).to(tensor.dtype) * scale
+                return tensor.detach().float()
+
+            return weight
+
+        weights = []
+        for name, tensor in state.items():
+            if ".lora_" in name:
+                continue
+            exported = (name[len(prefix) :] if name.startswith(prefix) else name).replace(".base_layer.", ".")
+            if tied and exported == "lm_head.weight":
+                continue
+            weights.append((exported, tuple(tensor.shape), make(name)))
+        return weights
 
     def ping(self) -> int:
         return self.rank

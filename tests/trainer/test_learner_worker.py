@@ -191,3 +191,41 @@ def test_a_bf16_forward_hides_a_small_lora_change(b_scale, lowest, highest):
     shown = mixed.compute_logprobs(rows, 1.0, 8), mixed.compute_logprobs(rows, 1.0, 8, base=True)
     seen = agreement(*shown, true_change)
     assert lowest < seen <= highest
+
+
+@pytest.mark.parametrize("lora", [None, LoraSpec(rank=4, alpha=8.0)], ids=["every weight", "lora"])
+def test_the_streamed_export_writes_the_full_state_dicts_weights_bit_for_bit(tmp_path, lora):
+    """``save_pretrained`` unshards, merges and writes one weight at a time; the file holds exactly what
+    :func:`trainer.export.save_hf_checkpoint` writes from :meth:`full_state_dict` (the tied head left out)."""
+    from safetensors.torch import load_file
+
+    from trainer.export import save_hf_checkpoint
+
+    w = worker(**({"lora": lora} if lora else {}))
+    for _ in range(2):
+        update(w)
+    w.save_pretrained(str(tmp_path / "streamed"), str(tiny_model_path()))
+    save_hf_checkpoint(w.full_state_dict(), tmp_path / "whole", tiny_model_path())
+    streamed, whole = (load_file(tmp_path / name / "model.safetensors") for name in ("streamed", "whole"))
+    assert list(streamed) and set(streamed) == set(whole)
+    for name, tensor in whole.items():
+        assert streamed[name].dtype == torch.float32 and torch.equal(streamed[name], tensor), name
+    assert (tmp_path / "streamed" / "config.json").is_file() and (tmp_path / "streamed" / "tokenizer.json").is_file()
+
+
+def test_write_safetensors_refuses_a_tensor_that_does_not_match_its_layout(tmp_path):
+    from safetensors.torch import load_file
+
+    from trainer.export import write_safetensors
+
+    layout = [("a", (2, 3)), ("b", (4,))]
+    tensors = [torch.arange(6.0).reshape(2, 3), torch.tensor([1.0, -2.0, 3.5, 0.0])]
+    write_safetensors(tmp_path / "ok.safetensors", layout, iter(tensors), metadata={"format": "pt"})
+    loaded = load_file(tmp_path / "ok.safetensors")
+    assert torch.equal(loaded["a"], tensors[0]) and torch.equal(loaded["b"], tensors[1])
+    with pytest.raises(ValueError, match=r"b: expected float32 \(4,\), got torch.float64"):
+        write_safetensors(tmp_path / "dtype.safetensors", layout, [tensors[0], tensors[1].double()])
+    with pytest.raises(ValueError, match=r"a: expected float32 \(2, 3\), got torch.float32 \(3, 2\)"):
+        write_safetensors(tmp_path / "shape.safetensors", layout, [tensors[0].T.contiguous(), tensors[1]])
+    with pytest.raises(ValueError):  # one tensor short
+        write_safetensors(tmp_path / "short.safetensors", layout, [tensors[0]])
