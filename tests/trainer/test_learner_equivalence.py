@@ -159,6 +159,22 @@ def test_policy_update_is_independent_of_micro_batch_and_ranks(groups, initial, 
     assert moved > 1e-4
 
 
+def test_the_policy_exported_by_two_ranks_is_one_ranks_bit_for_bit(groups, initial, tmp_path):
+    """``save_pretrained`` unshards one weight at a time, a collective each: the two ranks walk the weights in the
+    same order, the first writes, and the file equals the one rank's and the two ranks' whole state dict."""
+    from safetensors.torch import load_file
+
+    directory, _ = initial
+    for name in ("one", "two"):
+        asyncio.run(groups[name].load_checkpoint(directory / name))
+        asyncio.run(groups[name].save_pretrained(tmp_path / name, str(tiny_model_path())))
+    one, two = (load_file(tmp_path / name / "model.safetensors") for name in ("one", "two"))
+    whole = asyncio.run(groups["two"].full_state_dict())
+    assert one and set(one) == set(two) <= set(whole)
+    for key, tensor in one.items():
+        assert torch.equal(two[key], tensor) and torch.equal(whole[key], tensor), key
+
+
 def test_value_update_is_independent_of_micro_batch_and_ranks(groups, initial):
     directory, batch = initial
     agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)), 40.0)
