@@ -23,6 +23,7 @@ import ctypes.util
 import functools
 import re
 from pathlib import Path
+from typing import Any
 
 __all__ = ["map_large_allocations", "peak_resident_mib", "resident_mib", "return_free_memory"]
 
@@ -31,23 +32,15 @@ MAX_MMAP_THRESHOLD_MIB = 32  # glibc's ceiling for it on 64-bit systems (HEAP_MA
 
 
 @functools.cache
-def _malloc_trim():
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str, argtypes: tuple[Any, ...] = (), restype: Any = ctypes.c_int) -> Any:
+    """glibc's function ``name`` through ctypes, ``None`` where the C library is not glibc's or lacks it."""
+    library = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
+        function = getattr(ctypes.CDLL(library), name) if library else None
     except (OSError, AttributeError):  # not glibc
         return None
-
-
-@functools.cache
-def _mallopt():
-    name = ctypes.util.find_library("c")
-    try:
-        function = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):  # not glibc
-        return None
-    if function is not None:
-        function.argtypes, function.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    if function is not None and argtypes:
+        function.argtypes, function.restype = list(argtypes), restype
     return function
 
 
@@ -58,7 +51,7 @@ def map_large_allocations(threshold_mib: float) -> bool:
     if threshold_mib < 0 or threshold_mib > MAX_MMAP_THRESHOLD_MIB:
         limit = MAX_MMAP_THRESHOLD_MIB
         raise ValueError(f"an mmap threshold must be 0 (glibc's own) to {limit} MiB, not {threshold_mib}")
-    mallopt = _mallopt()
+    mallopt = _libc_function("mallopt", (ctypes.c_int, ctypes.c_int))
     if not threshold_mib or mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, int(threshold_mib * 1024**2)))
@@ -66,7 +59,7 @@ def map_large_allocations(threshold_mib: float) -> bool:
 
 def return_free_memory() -> bool:
     """Release the free pages of the C heap (``malloc_trim(0)``); ``True`` when glibc did it."""
-    trim = _malloc_trim()
+    trim = _libc_function("malloc_trim")
     return bool(trim is not None and trim(0) >= 0)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +24,10 @@ __all__ = [
     "OptimizerSpec",
     "StepStats",
     "WorkerSpec",
+    "base_model_name",
     "combine_stats",
     "merge_lora_state_dict",
+    "merged_lora_weight",
 ]
 
 ROLES = ("actor", "critic", "reference")
@@ -183,21 +186,31 @@ def with_lora(model: nn.Module, spec: LoraSpec) -> nn.Module:
 
 def merge_lora_state_dict(state: dict[str, Tensor], spec: LoraSpec) -> dict[str, Tensor]:
     """A peft model's full state dict as the base model's: ``W + (B @ A) * alpha / rank`` per adapted layer."""
-    prefix = "base_model.model."
     merged: dict[str, Tensor] = {}
-    scale = spec.alpha / spec.rank
     for name, tensor in state.items():
-        if ".lora_" in name:
-            continue
-        base = name[len(prefix) :] if name.startswith(prefix) else name
-        if ".base_layer." in base:
-            layer = name.replace(".base_layer.weight", "").replace(".base_layer.bias", "")
-            if name.endswith(".base_layer.weight"):
-                lora_a, lora_b = state[f"{layer}.lora_A.default.weight"], state[f"{layer}.lora_B.default.weight"]
-                tensor = tensor + (lora_b.float() @ lora_a.float()).to(tensor.dtype) * scale
-            base = base.replace(".base_layer.", ".")
-        merged[base] = tensor
+        base = base_model_name(name)
+        if base is not None:
+            merged[base] = merged_lora_weight(name, tensor, state.__getitem__, spec)
     return merged
+
+
+def base_model_name(name: str) -> str | None:
+    """The base model's name of a peft model's state-dict entry; ``None`` for an adapter's own weight."""
+    if ".lora_" in name:
+        return None
+    prefix = "base_model.model."
+    return (name[len(prefix) :] if name.startswith(prefix) else name).replace(".base_layer.", ".")
+
+
+def merged_lora_weight(name: str, tensor: Tensor, lookup: Callable[[str], Tensor], spec: LoraSpec) -> Tensor:
+    """``tensor``, the entry ``name`` of a peft model's state dict, with its layer's adapter merged in when it is an
+    adapted layer's base weight (``lookup`` gives the adapter's ``A`` and ``B`` by name); else ``tensor`` itself."""
+    suffix = ".base_layer.weight"
+    if not name.endswith(suffix):
+        return tensor
+    layer = name[: -len(suffix)]
+    lora_a, lora_b = lookup(f"{layer}.lora_A.default.weight"), lookup(f"{layer}.lora_B.default.weight")
+    return tensor + (lora_b.float() @ lora_a.float()).to(tensor.dtype) * (spec.alpha / spec.rank)
 
 
 def rng_state() -> dict[str, Any]:

@@ -83,10 +83,12 @@ from trainer.learner_specs import (
     OptimizerSpec,
     StepStats,
     WorkerSpec,
+    base_model_name,
     decoder_layers,
     disable_dropout,
     enable_activation_checkpointing,
     merge_lora_state_dict,
+    merged_lora_weight,
     rng_state,
     set_rng_state,
     with_lora,
@@ -602,8 +604,8 @@ class ModelWorker:
         """Write the policy in Hugging Face format (``from_pretrained`` loads it) with ``source``'s tokenizer.
 
         The weights of :meth:`full_state_dict`, bit for bit, but unsharded, merged and written one at a time
-        (:func:`trainer.export.save_hf_checkpoint_streamed`): no second copy of the model exists at any moment, which
-        at the end of the warm-up and at every checkpoint was the process's peak. A collective: every rank calls it.
+        (:func:`trainer.export.save_hf_checkpoint_streamed`): no merged copy of the model exists at any moment, which
+        for a LoRA actor was its peak at every checkpoint. A collective: every rank calls it.
         """
         weights = self._export_weights()
         tensors = (make() for _, _, make in weights)
@@ -618,35 +620,29 @@ class ModelWorker:
 
     def _export_weights(self) -> list[tuple[str, tuple[int, ...], Callable[[], Tensor]]]:
         """Each weight of the exported model, in the model's order: its Hugging Face name, its shape, and how to
-        make it (unsharded, float32, its LoRA adapter merged in as :func:`merge_lora_state_dict` merges it). The
-        head tied to the embeddings and the adapters themselves are left out."""
+        make it (unsharded, float32, its LoRA adapter merged in by :func:`merged_lora_weight`, as
+        :func:`merge_lora_state_dict` merges it). The head tied to the embeddings and the adapters are left out."""
         state = self.model.state_dict()
         tied = bool(getattr(self.model.config, "tie_word_embeddings", False))
         lora = self.spec.lora.rank > 0 and self.spec.role == "actor"
-        prefix, suffix = "base_model.model.", ".base_layer.weight"
+
+        def unsharded(key: str) -> Tensor:
+            tensor = state[key]
+            return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
         def make(name: str) -> Callable[[], Tensor]:
-            def unsharded(key: str) -> Tensor:
-                tensor = state[key]
-                return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
-
             def weight() -> Tensor:
                 tensor = unsharded(name)
-                if lora and name.endswith(suffix):
-                    layer = name[: -len(suffix)]
-                    a, b = unsharded(f"{layer}.lora_A.default.weight"), unsharded(f"{layer}.lora_B.default.weight")
-                    scale = self.spec.lora.alpha / self.spec.lora.rank
-                    tensor = tensor + (b.float() @ a.float()).to(tensor.dtype) * scale
+                if lora:
+                    tensor = merged_lora_weight(name, tensor, unsharded, self.spec.lora)
                 return tensor.detach().float()
 
             return weight
 
         weights = []
         for name, tensor in state.items():
-            if ".lora_" in name:
-                continue
-            exported = (name[len(prefix) :] if name.startswith(prefix) else name).replace(".base_layer.", ".")
-            if tied and exported == "lm_head.weight":
+            exported = base_model_name(name)
+            if exported is None or (tied and exported == "lm_head.weight"):
                 continue
             weights.append((exported, tuple(tensor.shape), make(name)))
         return weights
