@@ -153,7 +153,8 @@ def test_reaper_removes_containers_of_an_owner_killed_with_sigkill(docker_sandbo
     assert len(client.containers.list(all=True, filters=labelled)) == 1
     owner.send_signal(signal.SIGKILL)  # no atexit, no close(): only the reaper can clean up
     owner.wait()
-    assert _wait_until(lambda: not client.containers.list(all=True, filters=labelled))
+    # sparse: the list call alone; a full list inspects each container, and one the reaper removes in between is a 404
+    assert _wait_until(lambda: not client.containers.list(all=True, sparse=True, filters=labelled))
 
 
 def test_start_up_removes_containers_of_dead_owners(docker_sandbox):
@@ -168,4 +169,4 @@ def test_start_up_removes_containers_of_dead_owners(docker_sandbox):
     from sandbox.docker_pool import remove_stale_containers
 
     assert remove_stale_containers(client) >= 1
-    assert client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={label}"}) == []
+    assert client.containers.list(all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={label}"}) == []
