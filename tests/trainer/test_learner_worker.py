@@ -15,6 +15,7 @@ import math
 
 import pytest
 import torch
+from torch.distributed.tensor import DTensor
 
 from agents.models import tiny_model_path
 from trainer.algos import Aggregation, PolicyLossSpec
@@ -146,6 +147,27 @@ def test_bf16_mixed_precision_lora_actor_trains_fp32_adapters_when_the_reference
         if param.requires_grad:
             assert param.dtype == torch.float32, name  # the master weights stay float32
             assert (param.detach().full_tensor() - before[name]).abs().max() > 0, name
+
+
+def test_one_rank_computes_with_the_frozen_weights_in_place_and_fsdp_keeps_the_trained_ones():
+    # One rank shards nothing: FSDP would copy each frozen base weight into an all-gather buffer and out again
+    # around every forward and backward. Left out of FSDP, every layer computes with the loaded tensor itself.
+    w = worker(lora=LoraSpec(rank=4, alpha=8.0))
+    frozen = {name: p for name, p in w.model.named_parameters() if not p.requires_grad}
+    assert frozen and not any(isinstance(p, DTensor) for p in frozen.values())
+    assert all(isinstance(p, DTensor) for p in w.model.parameters() if p.requires_grad)
+    projection = next(m for name, m in w.model.named_modules() if name.endswith("q_proj.base_layer"))
+    loaded = projection.weight.data_ptr()
+    used: list[int] = []
+    projection.register_forward_pre_hook(lambda module, _args: used.append(module.weight.data_ptr()))
+    before = {name: p.detach().clone() for name, p in frozen.items()}
+    update(w)
+    assert used and set(used) == {loaded}
+    assert all(torch.equal(p, before[name]) for name, p in frozen.items())  # and they stay frozen
+    # with mixed precision FSDP's cast of the frozen weights to bf16 is wanted: they stay its own
+    mixed = worker(lora=LoraSpec(rank=4, alpha=8.0), mixed_precision=True)
+    mixed.model.reshard()  # the root's weights stay gathered after set-up's forward
+    assert all(isinstance(p, DTensor) for p in mixed.model.parameters())
 
 
 def test_learning_rate_schedule_by_hand():
