@@ -3,7 +3,8 @@
 :class:`ModelWorker` is a plain class (tests use it directly in one process); ``trainer.learner``
 runs ``world_size`` of them as Ray actors that form one ``torch.distributed`` process group (gloo on
 CPU, NCCL on GPU) and shard the model with ``fully_shard``: every decoder layer is its own FSDP unit
-and the root holds the embeddings and the head (tied or not).
+and the root holds the embeddings and the head (tied or not). A one-rank group in float32 leaves the weights
+that train nothing out of FSDP (:func:`unsharded_frozen_weights`).
 
 Roles: ``actor`` (causal LM + AdamW), ``critic`` (:class:`trainer.value_model.ValueModel` + AdamW),
 ``reference`` (causal LM, no optimizer). Each rank receives its shard of the rows as a
@@ -882,8 +883,8 @@ def unsharded_frozen_weights(model: nn.Module) -> set[nn.Parameter]:
     """The parameters of ``model`` that train nothing, for ``fully_shard``'s ``ignored_params`` on a one-rank group.
 
     One rank shards nothing, yet FSDP2 would still copy each of these weights into an all-gather buffer and out
-    again before every forward and every backward of its layer (the frozen base under LoRA adapters: 11% of an
-    update's time for SmolLM2, and a transient copy of the 113 MB embedding at each call). Left out of FSDP they
+    again before every forward and every backward of its layer (the frozen base under LoRA adapters: 11% of a
+    profiled update's CPU time for SmolLM2, the 113 MB embedding copied twice a call). Left out of FSDP they
     stay plain tensors the layers read in place; the trained parameters stay FSDP's, so the optimizer, the
     gradient clipping and the checkpoints see what they saw. Not with mixed precision, where FSDP's cast of the
     frozen weights to bf16 is the point.
