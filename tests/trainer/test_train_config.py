@@ -192,8 +192,8 @@ def test_each_model_file_composes(model, tmp_path):
     assert (config.model.name, config.model.lr, config.model.critic_lr) == expected
     lora = (32, 64.0) if model == "smollm2" else (0, 16.0)
     assert (config.model.lora_rank, config.model.lora_alpha) == lora
-    # SmolLM2's RL update recomputes the first half of its 30 layers (the default run's memory); the others none
-    checkpointing = (True, 15) if model == "smollm2" else (False, None)
+    # no RL update recomputes its activations by default; SmolLM2's switch, when turned on, recomputes half its layers
+    checkpointing = (False, 15) if model == "smollm2" else (False, None)
     assert (config.model.gradient_checkpointing, config.model.checkpoint_layers) == checkpointing
 
 
