@@ -17,7 +17,10 @@ the same forward work takes at the model's batched rates on this machine, measur
 one new token for each of as many rows as the rollout ran at once, against a cache of the rollout's mean context;
 prefill: rows of the rollout's mean uncached prompt length, in one batch), over the rollout's wall time. The
 rest of the wall time is the engine's and the episode loop's own cost (scheduling, sampling, cache copies,
-environments, rendering). Usage::
+environments, rendering). Since episodes end at different turns and wait on their environments, the decode steps
+run with fewer rows than the episodes; the same forward work at the rows they actually had (a decode step of r rows
+costing a + b r, a and b from timings of one row and of all) is reported beside it, with the engine's own time in
+its decode and prefill forwards. Usage::
 
     python benchmarks/rollout.py --model tiny --episodes 16
     python benchmarks/rollout.py --model smollm2 --episodes 16 --max-new-tokens 48
@@ -176,6 +179,11 @@ async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -
         "prefilled_tokens": stats.prompt_tokens - stats.cached_prompt_tokens,
         "requests": turns,
         "mean_context": sum(len(t.prompt_ids) + len(t.response_ids) for t in trajectories) / len(seeds) / 2,
+        "busy_seconds": stats.busy_seconds,
+        **{
+            key: stats.extra[key]
+            for key in ("decode_steps", "mean_decode_batch_size", "prefill_forwards", "prefill_seconds", "decode_seconds")
+        },
     }
     return Result("turngym", len(seeds), generated, seconds, extra)
 
@@ -212,12 +220,31 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
         model(input_ids=prompt, use_cache=False)
         prefill_s = min(prefill_s, time.perf_counter() - started)
     decode_rate, prefill_rate = rows / decode_s, rows * prefill_length / prefill_s
-    ideal_s = result.generated_tokens / decode_rate + result.extra["prefilled_tokens"] / prefill_rate
+    prefill_ideal_s = result.extra["prefilled_tokens"] / prefill_rate
+    ideal_s = result.generated_tokens / decode_rate + prefill_ideal_s
+    # The same with the rows the rollout's decode steps actually had: a step of r rows costs a + b r (a line through
+    # the timings of one row and of ``rows``), so its steps' total is steps a + (their rows) b.
+    one_cache = DynamicCache()
+    model(input_ids=ids[:1], use_cache=True, **{keyword: one_cache})
+    one_s = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        model(input_ids=step[:1], use_cache=True, **{keyword: one_cache})
+        one_s = min(one_s, time.perf_counter() - started)
+        one_cache.crop(-1)
+    one_s = min(one_s, decode_s)  # timing noise: a step of one row costs no more than one of every row
+    per_row = (decode_s - one_s) / max(1, rows - 1)
+    steps = result.extra["decode_steps"]
+    decode_rows = steps * result.extra["mean_decode_batch_size"]
+    occupied_s = steps * (one_s - per_row) + decode_rows * per_row + prefill_ideal_s
     return {
         "decode_tokens_per_s": decode_rate,
         "prefill_tokens_per_s": prefill_rate,
+        "decode_one_row_s": one_s,
         "roofline_s": ideal_s,
         "share_of_roofline": ideal_s / result.seconds,
+        "occupied_roofline_s": occupied_s,
+        "share_of_occupied_roofline": occupied_s / result.seconds,
         "context": context,
         "prefill_length": prefill_length,
     }
@@ -308,6 +335,13 @@ def main() -> None:
                 f"{mine.name} share of its roofline: {e['share_of_roofline']:.1%} ({e['roofline_s']:.1f} s of forward "
                 f"work at {e['decode_tokens_per_s']:.1f} decode tokens/s ({len(seeds)} rows, {e['context']}-token "
                 f"context) and {e['prefill_tokens_per_s']:.1f} prefill tokens/s ({e['prefill_length']}-token rows))"
+            )
+            print(
+                f"{mine.name} at the rows its decode steps had (mean {e['mean_decode_batch_size']:.1f} of "
+                f"{len(seeds)}, {e['decode_steps']:.0f} steps): {e['occupied_roofline_s']:.1f} s of forward work, "
+                f"{e['share_of_occupied_roofline']:.1%} of the wall time; the engine: decode "
+                f"{e['decode_seconds']:.1f} s, prefill {e['prefill_seconds']:.1f} s ({e['prefill_forwards']:.0f} "
+                f"forwards), busy {e['busy_seconds']:.1f} s of {mine.seconds:.1f} s"
             )
     if args.json:
         with open(args.json, "w") as f:

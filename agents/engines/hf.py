@@ -230,6 +230,8 @@ class HfEngine:
         self._failure: BaseException | None = None
         self._stats = EngineStats()
         self._counters = {"decode_steps": 0, "decode_rows": 0, "max_decode_batch_size": 0, "prefill_forwards": 0}
+        # wall time of the prefill and decode forwards, sampling included (the rest of busy time is the loop's own)
+        self._seconds = {"prefill": 0.0, "decode": 0.0}
         self._seed_source = torch.Generator().manual_seed(seed if seed is not None else int(time.time_ns() % 2**63))
         self._thread = threading.Thread(target=self._loop, name="hf-engine", daemon=True)
         self._thread.start()
@@ -284,6 +286,8 @@ class HfEngine:
                 "mean_decode_batch_size": self._counters["decode_rows"] / steps if steps else 0.0,
                 "max_decode_batch_size": float(self._counters["max_decode_batch_size"]),
                 "prefill_forwards": float(self._counters["prefill_forwards"]),
+                "prefill_seconds": self._seconds["prefill"],
+                "decode_seconds": self._seconds["decode"],
                 "prefix_cache_tokens": float(self._prefix.stored_tokens),
                 "decode_buffer_columns": float(self._batch.capacity if self._batch.kv is not None else 0),
             }
@@ -464,6 +468,7 @@ class HfEngine:
 
     def _prefill(self, group: list[tuple[_Request, SequenceKV | None, int]]) -> None:
         """Prefill what the prefix cache lacks in one forward, sample the first tokens, then retire or join."""
+        started = time.perf_counter()
         requests = [request for request, _, _ in group]
         layout = PrefillLayout(tuple(cached for *_, cached in group), tuple(len(r.input_ids) for r in requests))
         cache = layout.cache([prefix for _, prefix, _ in group], self._num_layers)
@@ -489,6 +494,7 @@ class HfEngine:
             self._stats.cached_prompt_tokens += sum(layout.cached)
             self._counters["prefill_forwards"] += 1
         self._record_samples(requests, logits)
+        self._seconds["prefill"] += time.perf_counter() - started
         for request, kv in zip(requests, kvs, strict=True):
             reason = request.finish_reason()
             if reason is not None:
@@ -498,6 +504,7 @@ class HfEngine:
             self._running.append(request)
 
     def _decode_step(self) -> None:
+        started = time.perf_counter()
         requests = self._running
         self._forward_weights()
         if isinstance(self._batch, StaticDecoder):
@@ -511,6 +518,7 @@ class HfEngine:
             self._counters["decode_rows"] += len(requests)
             self._counters["max_decode_batch_size"] = max(self._counters["max_decode_batch_size"], len(requests))
         self._record_samples(requests, logits)
+        self._seconds["decode"] += time.perf_counter() - started
         for row in reversed(range(len(requests))):
             request = requests[row]
             reason = request.finish_reason()

@@ -180,3 +180,14 @@ def test_a_row_draws_the_same_alone_or_in_any_batch():
     generator = torch.Generator().manual_seed(7)
     sample_next_tokens(logits[:1], MIXED[:1], [generator])
     assert torch.equal(generator.get_state(), torch.Generator().manual_seed(7).get_state())
+
+
+async def test_the_engine_times_its_prefill_and_decode_forwards_within_its_busy_time():
+    engine = HfEngine(tiny_model(), max_batch_size=8, seed=0)
+    await run_together(engine, [prompt(30, i) for i in range(3)], [SamplingParams(max_new_tokens=6, seed=1)] * 3)
+    stats = engine.stats()
+    await engine.close()
+    prefill, decode = stats.extra["prefill_seconds"], stats.extra["decode_seconds"]
+    assert stats.extra["prefill_forwards"] == 1 and stats.extra["decode_steps"] == 5  # 6 tokens: 1 from the prefill
+    assert prefill > 0 and decode > 0
+    assert prefill + decode <= stats.busy_seconds
