@@ -182,7 +182,13 @@ async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -
         "busy_seconds": stats.busy_seconds,
         **{
             key: stats.extra[key]
-            for key in ("decode_steps", "mean_decode_batch_size", "prefill_forwards", "prefill_seconds", "decode_seconds")
+            for key in (
+                "decode_steps",
+                "mean_decode_batch_size",
+                "prefill_forwards",
+                "prefill_seconds",
+                "decode_seconds",
+            )
         },
     }
     return Result("turngym", len(seeds), generated, seconds, extra)
@@ -195,7 +201,8 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
     The rates are each the best of ``repeats`` timings: a decode step of ``rows`` rows against a cache of
     ``mean_context`` tokens (mean over the episodes of half their final length: the context grows from the
     prompt to the full episode), and one batched prefill of ``rows`` rows of the mean uncached prompt length
-    against no cache (a cache would only add attention work, so this rate is an upper bound too).
+    against no cache (a cache would only add attention work, so this rate is an upper bound too). A decode step of
+    one row, timed the same way, gives the line through which the steps the rollout actually ran are costed.
     """
     from transformers import DynamicCache
 
@@ -205,16 +212,23 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
     context = max(1, round(result.extra["mean_context"]))
     prefill_length = max(1, round(result.extra["prefilled_tokens"] / result.extra["requests"]))
     vocab = model.config.vocab_size
-    ids = torch.randint(vocab, (rows, context))
-    cache = DynamicCache()
-    model(input_ids=ids, use_cache=True, **{keyword: cache})
-    step = torch.randint(vocab, (rows, 1))
-    decode_s = prefill_s = float("inf")
+    ids, step = torch.randint(vocab, (rows, context)), torch.randint(vocab, (rows, 1))
+
+    def decode_time(n: int) -> float:
+        """The best of ``repeats`` decode steps of the first ``n`` rows, each from the same context length."""
+        cache = DynamicCache()
+        model(input_ids=ids[:n], use_cache=True, **{keyword: cache})
+        best = float("inf")
+        for _ in range(repeats):
+            started = time.perf_counter()
+            model(input_ids=step[:n], use_cache=True, **{keyword: cache})
+            best = min(best, time.perf_counter() - started)
+            cache.crop(-1)  # drop the decoded token
+        return best
+
+    decode_s = decode_time(rows)
+    prefill_s = float("inf")
     for _ in range(repeats):
-        started = time.perf_counter()
-        model(input_ids=step, use_cache=True, **{keyword: cache})
-        decode_s = min(decode_s, time.perf_counter() - started)
-        cache.crop(-1)  # drop the decoded token: every timing decodes from the same context length
         prompt = torch.randint(vocab, (rows, prefill_length))
         started = time.perf_counter()
         model(input_ids=prompt, use_cache=False)
@@ -224,15 +238,7 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
     ideal_s = result.generated_tokens / decode_rate + prefill_ideal_s
     # The same with the rows the rollout's decode steps actually had: a step of r rows costs a + b r (a line through
     # the timings of one row and of ``rows``), so its steps' total is steps a + (their rows) b.
-    one_cache = DynamicCache()
-    model(input_ids=ids[:1], use_cache=True, **{keyword: one_cache})
-    one_s = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        model(input_ids=step[:1], use_cache=True, **{keyword: one_cache})
-        one_s = min(one_s, time.perf_counter() - started)
-        one_cache.crop(-1)
-    one_s = min(one_s, decode_s)  # timing noise: a step of one row costs no more than one of every row
+    one_s = min(decode_time(1), decode_s)  # timing noise: a step of one row costs no more than one of every row
     per_row = (decode_s - one_s) / max(1, rows - 1)
     steps = result.extra["decode_steps"]
     decode_rows = steps * result.extra["mean_decode_batch_size"]
