@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import itertools
 import threading
-import time
 
 import pytest
 import torch
@@ -142,13 +142,27 @@ async def test_a_forward_under_unmerged_during_a_generation_sees_the_loaded_weig
         await expected_engine.close()
     engine = HfEngine(model, seed=0, merge_adapters=True)
     seen: list[bool] = []
+    # Every third iteration of the engine's loop (between iterations, where it holds no lock) waits for one learner
+    # forward, six times: the learner's forwards fall inside the generation however the threads are scheduled.
+    paused, resumed = threading.Semaphore(0), threading.Semaphore(0)
+    wait_for_work, iterations = engine._wait_for_work, itertools.count(1)
+
+    def pausing_wait_for_work() -> bool:
+        iteration = next(iterations)
+        if iteration % 3 == 0 and iteration <= 18:
+            paused.release()
+            assert resumed.acquire(timeout=60), "the learner thread never took its turn"
+        return wait_for_work()
+
+    engine._wait_for_work = pausing_wait_for_work
 
     def learner() -> None:  # another thread, as a learner call beside the engine's loop would be
-        while not engine.adapters.is_merged:  # the generation has started
-            time.sleep(0.001)
         for _ in range(6):
+            assert paused.acquire(timeout=60), "the engine never paused"
+            assert engine.adapters.is_merged  # the generation is under way
             with engine.adapters.unmerged(), torch.no_grad():
                 seen.append(torch.equal(model(ids).logits, reference))
+            resumed.release()
 
     try:
         generations = asyncio.create_task(sample(engine, 200))
@@ -160,5 +174,7 @@ async def test_a_forward_under_unmerged_during_a_generation_sees_the_loaded_weig
     finally:
         await engine.close()
     assert seen == [True] * 6
-    assert engine.adapters.merges >= 2  # the learner took the weights back mid-generation; the engine merged again
+    assert (
+        engine.adapters.merges == 7
+    )  # the learner took the weights back six times; the engine merged again each time
     assert [g.output_ids for g in got] == [g.output_ids for g in expected]  # merged again as before, same bits
