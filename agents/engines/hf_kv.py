@@ -72,11 +72,14 @@ class KVBuffer:
     tensor: torch.Tensor | None = None
 
     def ensure(self, like: torch.Tensor) -> torch.Tensor:
-        """The buffer, allocated like ``like`` (``[rows, heads, tokens, head_dim]``) if there is none yet."""
+        """The buffer, allocated like ``like`` (``[rows, heads, tokens, head_dim]``) if there is none yet.
+
+        Allocated uninitialised: whoever leaves a column unwritten that a forward reads (a masked hole) zeroes it,
+        since masked columns still enter the attention product and 0 * NaN is NaN.
+        """
         if self.tensor is None:
-            # zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN
             _, heads, _, dim = like.shape
-            self.tensor = like.new_zeros((self.rows, self.layers, 2, heads, self.capacity, dim))
+            self.tensor = like.new_empty((self.rows, self.layers, 2, heads, self.capacity, dim))
         return self.tensor
 
 
@@ -152,13 +155,15 @@ class PrefillLayout:
         return ids, positions
 
     def cache(self, prefixes: list[SequenceKV | None], num_layers: int) -> Cache:
-        """A cache of ``past + queries`` columns whose past columns hold each row's cached prefix (zeros elsewhere:
-        masked columns still enter the attention product, and 0 * NaN is NaN)."""
+        """A cache of ``past + queries`` columns whose past columns hold each row's cached prefix, zeros on its left
+        (masked columns still enter the attention product, and 0 * NaN is NaN). The forward writes every query
+        column, so only those holes are written twice."""
         buffer = KVBuffer(len(self.lengths), num_layers, self.past + self.queries)
         template = next((p for p, c in zip(prefixes, self.cached, strict=True) if p is not None and c > 0), None)
         if template is not None:
             tensor = buffer.ensure(template[0, 0][None])  # [1, heads, n, dim]: the layout of a layer's keys
             for row, (prefix, c) in enumerate(zip(prefixes, self.cached, strict=True)):
+                tensor[row, ..., : self.past - c, :] = 0
                 if c > 0:
                     tensor[row, ..., self.past - c : self.past, :] = prefix[..., :c, :]
         return Cache(layers=[BufferLayer(buffer, layer, self.past) for layer in range(num_layers)])
@@ -208,6 +213,7 @@ class RunningBatch:
         elif n > self.width:
             self._reallocate(min_width=n, extra_columns=0)
         row, start = self.rows, self.width - n
+        self.kv[row, ..., :start, :] = 0  # the row's masked holes: uninitialised memory after a reallocation
         self.kv[row, ..., start : self.width, :] = kv
         self.mask[row] = False
         self.mask[row, start : self.width] = True
@@ -254,8 +260,11 @@ class RunningBatch:
         shift = new_width - kept  # old column start lands on new column shift
         new_mask = torch.zeros((self.max_rows, capacity), dtype=torch.bool)
         new_mask[: self.rows, shift:new_width] = self.mask[: self.rows, start : self.width]
-        # zeros, not empty: masked columns still enter the attention product, and 0 * NaN is NaN
-        fresh = self.kv.new_zeros((*self.kv.shape[:4], capacity, self.kv.shape[5]))
+        # Uninitialised, and every column is written once: the kept ones copied, the running rows' new holes on the
+        # left zeroed (masked columns still enter the attention product, and 0 * NaN is NaN). A decode step writes
+        # its column before reading it, and ``add`` zeroes a joining row's holes.
+        fresh = self.kv.new_empty((*self.kv.shape[:4], capacity, self.kv.shape[5]))
+        fresh[: self.rows, ..., :shift, :] = 0
         fresh[: self.rows, ..., shift:new_width, :] = self.kv[: self.rows, ..., start : self.width, :]
         self.kv, self.mask, self.width = fresh, new_mask, new_width
 

@@ -28,14 +28,23 @@ overlap the decode step, so the generators stay the engine's default.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 
 from agents.engines.base import SamplingParams
 
-__all__ = ["CounterStream", "counter_noise", "filter_rows", "filter_top_k_top_p", "sample_next_tokens"]
+__all__ = [
+    "CounterStream",
+    "counter_noise",
+    "filter_rows",
+    "filter_top_k_top_p",
+    "generator_noise",
+    "sample_next_tokens",
+]
 
 _MASK64 = 2**64 - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment
@@ -79,6 +88,33 @@ def counter_noise(keys: Sequence[int], vocab_size: int, device: torch.device | s
     x = x ^ _shift_right(x, 31)
     uniform = (_shift_right(x, 11).double() + 0.5) * 2.0**-53
     return (-torch.log(uniform)).float()
+
+
+@functools.cache
+def _noise_pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(threads, thread_name_prefix="turngym-noise")
+
+
+def generator_noise(generators: Sequence[torch.Generator], vocab_size: int, device: torch.device) -> torch.Tensor:
+    """``[len(generators), vocab_size]`` draws of Exp(1), row ``i`` from ``generators[i]``.
+
+    A generator draws serially, so on CPU the rows are split over as many threads as torch computes with (the
+    draws release the interpreter lock): each row's values are the same whichever thread draws them.
+    """
+    noise = torch.empty((len(generators), vocab_size), device=device)
+    threads = min(torch.get_num_threads(), len(generators))
+
+    def draw(first: int, stride: int) -> None:
+        for row in range(first, len(generators), stride):
+            noise[row].exponential_(generator=generators[row])
+
+    if torch.device(device).type != "cpu" or threads < 2:
+        draw(0, 1)
+        return noise
+    pool = _noise_pool(threads)
+    for done in [pool.submit(draw, first, threads) for first in range(threads)]:
+        done.result()
+    return noise
 
 
 @dataclass
@@ -157,9 +193,7 @@ def sample_next_tokens(
         if isinstance(generators[sampled[0]], CounterStream):
             noise = counter_noise([generators[r].next_key() for r in sampled], vocab_size, device)
         else:
-            noise = torch.stack(
-                [torch.empty(vocab_size, device=device).exponential_(generator=generators[r]) for r in sampled]
-            )  # [S, V], q ~ Exp(1) from each row's generator
+            noise = generator_noise([generators[r] for r in sampled], vocab_size, device)
         drawn = (probs / noise).argmax(-1)
         if every_row:
             tokens = drawn

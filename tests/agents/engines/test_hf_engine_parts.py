@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from agents.engines.base import SamplingParams
-from agents.engines.hf_kv import PrefixCache, RunningBatch, sequence_kv
-from agents.engines.hf_sampling import filter_top_k_top_p, sample_next_tokens
+from agents.engines.hf_kv import PrefillLayout, PrefixCache, RunningBatch, sequence_kv
+from agents.engines.hf_sampling import filter_top_k_top_p, generator_noise, sample_next_tokens
 
 
 def kept(filtered: torch.Tensor) -> list[int]:
@@ -40,6 +40,17 @@ def test_sampled_logprob_is_over_the_whole_vocabulary_at_temperature():
     tokens, logprobs = sample_next_tokens(logits, [SamplingParams(temperature=0)], [torch.Generator()])
     expected = 2 - math.log(math.exp(2) + math.exp(1) + 1 + math.exp(-1))
     assert tokens == [0] and math.isclose(logprobs[0], expected, rel_tol=1e-5)
+
+
+def test_the_rows_noise_is_the_same_whichever_thread_draws_it():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        parallel = generator_noise([torch.Generator().manual_seed(s) for s in range(5)], 1000, torch.device("cpu"))
+    finally:
+        torch.set_num_threads(threads)
+    for seed, row in enumerate(parallel):
+        assert torch.equal(row, torch.empty(1000).exponential_(generator=torch.Generator().manual_seed(seed)))
 
 
 def sequence(n: int, value: float, layers: int = 2, heads: int = 1, dim: int = 2):
@@ -92,6 +103,51 @@ def test_a_reallocation_leaves_an_eighth_of_the_width_free_and_at_least_64_colum
     small.add(sequence(10, 0.0))
     assert small.capacity == 10 + 64
     assert torch.equal(batch.extract(0)[..., :600, :], sequence(600, 0.0))
+
+
+def poison_new_buffers(monkeypatch) -> None:
+    """Make every uninitialised buffer the key/value code allocates NaN, as fresh memory may be."""
+    monkeypatch.setattr(
+        torch.Tensor, "new_empty", lambda self, size, **_: torch.full(tuple(size), math.nan, dtype=self.dtype)
+    )
+
+
+def test_every_column_a_decode_step_reads_is_written_or_zeroed(monkeypatch):
+    poison_new_buffers(monkeypatch)
+    batch = RunningBatch(max_rows=3)
+
+    def assert_readable():
+        assert torch.isfinite(batch.kv[: batch.rows, ..., : batch.width, :]).all()
+
+    def step():
+        cache, _ = batch.step_inputs()
+        new = torch.full((batch.rows, 1, 1, 2), 7.0)
+        for layer in cache.layers:
+            layer.update(new, -new)
+        batch.advance()
+        assert_readable()
+
+    batch.add(sequence(3, 10.0))
+    batch.add(sequence(2, 20.0))  # joins with a hole on its left
+    assert_readable()
+    batch.add(sequence(70, 30.0))  # longer than the batch: a reallocation shifts the running rows right
+    assert_readable()
+    for _ in range(40):  # past the free columns: reallocations while every row runs
+        step()
+    batch.remove(0)
+    batch.add(sequence(5, 40.0))  # into a row of the fresh buffer, far from the right edge
+    assert_readable()
+    step()
+    assert torch.equal(batch.extract(2)[..., :5, :], sequence(5, 40.0))
+
+
+def test_a_batched_prefill_zeroes_the_holes_left_of_shorter_prefixes(monkeypatch):
+    poison_new_buffers(monkeypatch)
+    layout = PrefillLayout(cached=(4, 0, 2), lengths=(6, 3, 5))
+    cache = layout.cache([sequence(4, 10.0), None, sequence(2, 20.0)], num_layers=2)
+    past = cache.layers[0].buffer.tensor[..., : layout.past, :]  # [rows, layers, 2, heads, past, dim]
+    assert past[1].eq(0).all() and past[2, ..., :2, :].eq(0).all()
+    assert torch.equal(past[0], sequence(4, 10.0)) and torch.equal(past[2, ..., 2:, :], sequence(2, 20.0))
 
 
 def test_prefix_cache_matches_longest_prefix_and_drops_covered_entries():
