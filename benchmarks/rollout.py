@@ -15,7 +15,8 @@ Reported: episodes/s, generated tokens/s, the ratios to both baselines, the pref
 (prompt tokens served from cache / prompt tokens), and the in-process rollout's share of its roofline: the time
 the same forward work takes at the model's batched rates on this machine, measured in the same run (decode:
 one new token for each of as many rows as the rollout ran at once, against a cache of the rollout's mean context;
-prefill: rows of the rollout's mean uncached prompt length, in one batch), over the rollout's wall time. The
+prefill: rows of the rollout's mean uncached prompt length after its mean cached prefix, in one batch, the
+vocabulary head on the last position only, as the engine's prefills run it), over the rollout's wall time. The
 rest of the wall time is the engine's and the episode loop's own cost (scheduling, sampling, cache copies,
 environments, rendering). Since episodes end at different turns and wait on their environments, the decode steps
 run with fewer rows than the episodes; the same forward work at the rows they actually had (a decode step of r rows
@@ -177,6 +178,7 @@ async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -
         "prefix_hit_rate": stats.prefix_hit_rate,
         "mean_turns": turns / len(seeds),
         "prefilled_tokens": stats.prompt_tokens - stats.cached_prompt_tokens,
+        "cached_tokens": stats.cached_prompt_tokens,
         "requests": turns,
         "mean_context": sum(len(t.prompt_ids) + len(t.response_ids) for t in trajectories) / len(seeds) / 2,
         "busy_seconds": stats.busy_seconds,
@@ -201,8 +203,9 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
     The rates are each the best of ``repeats`` timings: a decode step of ``rows`` rows against a cache of
     ``mean_context`` tokens (mean over the episodes of half their final length: the context grows from the
     prompt to the full episode), and one batched prefill of ``rows`` rows of the mean uncached prompt length
-    against no cache (a cache would only add attention work, so this rate is an upper bound too). A decode step of
-    one row, timed the same way, gives the line through which the steps the rollout actually ran are costed.
+    against a cache of the mean cached prefix (what a prefill after a prefix hit attends to), the vocabulary head on
+    the last position only. A decode step of one row, timed the same way, gives the line through which the steps the
+    rollout actually ran are costed. The prefill rate without the cached prefix is reported beside it.
     """
     from transformers import DynamicCache
 
@@ -211,6 +214,7 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
     keyword = cache_keyword(model)
     context = max(1, round(result.extra["mean_context"]))
     prefill_length = max(1, round(result.extra["prefilled_tokens"] / result.extra["requests"]))
+    cached_length = round(result.extra["cached_tokens"] / result.extra["requests"])
     vocab = model.config.vocab_size
     ids, step = torch.randint(vocab, (rows, context)), torch.randint(vocab, (rows, 1))
 
@@ -227,12 +231,23 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
         return best
 
     decode_s = decode_time(rows)
-    prefill_s = float("inf")
-    for _ in range(repeats):
-        prompt = torch.randint(vocab, (rows, prefill_length))
-        started = time.perf_counter()
-        model(input_ids=prompt, use_cache=False)
-        prefill_s = min(prefill_s, time.perf_counter() - started)
+
+    def prefill_time(cached: int) -> float:
+        """The best of ``repeats`` prefills of every row after a cached prefix of ``cached`` tokens, the vocabulary
+        head on the last position only (as the engine runs them)."""
+        cache = DynamicCache()
+        if cached:
+            model(input_ids=torch.randint(vocab, (rows, cached)), use_cache=True, **{keyword: cache})
+        best = float("inf")
+        for _ in range(repeats):
+            prompt = torch.randint(vocab, (rows, prefill_length))
+            started = time.perf_counter()
+            model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{keyword: cache})
+            best = min(best, time.perf_counter() - started)
+            cache.crop(-prefill_length)
+        return best
+
+    prefill_s = prefill_time(cached_length)
     decode_rate, prefill_rate = rows / decode_s, rows * prefill_length / prefill_s
     prefill_ideal_s = result.extra["prefilled_tokens"] / prefill_rate
     ideal_s = result.generated_tokens / decode_rate + prefill_ideal_s
@@ -253,6 +268,9 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
         "share_of_occupied_roofline": occupied_s / result.seconds,
         "context": context,
         "prefill_length": prefill_length,
+        "prefill_cached_length": cached_length,
+        # the same prefills without their cached prefixes: a looser bound, attention to the prefix left out
+        "prefill_tokens_per_s_without_prefix": rows * prefill_length / prefill_time(0),
     }
 
 
@@ -340,7 +358,9 @@ def main() -> None:
             print(
                 f"{mine.name} share of its roofline: {e['share_of_roofline']:.1%} ({e['roofline_s']:.1f} s of forward "
                 f"work at {e['decode_tokens_per_s']:.1f} decode tokens/s ({len(seeds)} rows, {e['context']}-token "
-                f"context) and {e['prefill_tokens_per_s']:.1f} prefill tokens/s ({e['prefill_length']}-token rows))"
+                f"context) and {e['prefill_tokens_per_s']:.1f} prefill tokens/s ({e['prefill_length']}-token rows "
+                f"after {e['prefill_cached_length']} cached; {e['prefill_tokens_per_s_without_prefix']:.1f} without "
+                "them))"
             )
             print(
                 f"{mine.name} at the rows its decode steps had (mean {e['mean_decode_batch_size']:.1f} of "
