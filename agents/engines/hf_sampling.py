@@ -29,6 +29,7 @@ overlap the decode step, so the generators stay the engine's default.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -91,7 +92,8 @@ def counter_noise(keys: Sequence[int], vocab_size: int, device: torch.device | s
 
 
 @functools.cache
-def _noise_pool(threads: int) -> ThreadPoolExecutor:
+def _noise_pool(pid: int, threads: int) -> ThreadPoolExecutor:
+    """The noise threads of process ``pid`` (a forked child has none of its parent's threads: it makes its own)."""
     return ThreadPoolExecutor(threads, thread_name_prefix="turngym-noise")
 
 
@@ -111,7 +113,7 @@ def generator_noise(generators: Sequence[torch.Generator], vocab_size: int, devi
     if torch.device(device).type != "cpu" or threads < 2:
         draw(0, 1)
         return noise
-    pool = _noise_pool(threads)
+    pool = _noise_pool(os.getpid(), threads)
     for done in [pool.submit(draw, first, threads) for first in range(threads)]:
         done.result()
     return noise

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import time
 
 import numpy as np
 import torch
@@ -51,6 +54,34 @@ def test_the_rows_noise_is_the_same_whichever_thread_draws_it():
         torch.set_num_threads(threads)
     for seed, row in enumerate(parallel):
         assert torch.equal(row, torch.empty(1000).exponential_(generator=torch.Generator().manual_seed(seed)))
+
+
+def test_a_forked_child_draws_its_noise_on_threads_of_its_own():
+    generators = [torch.Generator().manual_seed(s) for s in range(4)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        generator_noise(generators, 10, torch.device("cpu"))  # the parent's pool exists
+        pid = os.fork()
+        if pid == 0:  # the child: a draw through the parent's pool would wait forever on threads it does not have
+            code = 1
+            try:
+                states = [g.get_state() for g in generators]
+                noise = generator_noise(generators, 10, torch.device("cpu"))
+                expected = [torch.empty(10).exponential_(generator=torch.Generator().set_state(s)) for s in states]
+                code = 0 if torch.equal(noise, torch.stack(expected)) else 1
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 60
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    finally:
+        torch.set_num_threads(threads)
+    assert done[0] == pid, "the child's draw never finished"
+    assert os.waitstatus_to_exitcode(done[1]) == 0
 
 
 def sequence(n: int, value: float, layers: int = 2, heads: int = 1, dim: int = 2):
