@@ -218,48 +218,38 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
     cached_length = round(result.extra["cached_tokens"] / result.extra["requests"])
     vocab = model.config.vocab_size
     ids, step = torch.randint(vocab, (rows, context)), torch.randint(vocab, (rows, 1))
+    prompt = torch.randint(vocab, (rows, prefill_length))
 
-    def decode_time(n: int) -> float:
-        """The best of ``repeats`` decode steps of the first ``n`` rows, each from the same context length."""
+    def best_time(cached: torch.Tensor, new: torch.Tensor) -> float:
+        """The best of ``repeats`` forwards of ``new`` after ``cached`` (``[rows, 0]``: no cache), the vocabulary
+        head on the last position only (as the engine runs them); each from the same cache."""
         cache = DynamicCache()
-        model(input_ids=ids[:n], use_cache=True, **{keyword: cache})
+        if cached.shape[1]:
+            model(input_ids=cached, use_cache=True, **{keyword: cache})
         best = float("inf")
         for _ in range(repeats):
             started = time.perf_counter()
-            model(input_ids=step[:n], use_cache=True, **{keyword: cache})
+            model(input_ids=new, use_cache=True, logits_to_keep=1, **{keyword: cache})
             best = min(best, time.perf_counter() - started)
-            cache.crop(-1)  # drop the decoded token
+            cache.crop(-new.shape[1])  # drop what the forward added
         return best
 
-    decode_s = decode_time(rows)
-
-    def prefill_time(cached: int) -> float:
-        """The best of ``repeats`` prefills of every row after a cached prefix of ``cached`` tokens, the vocabulary
-        head on the last position only (as the engine runs them)."""
-        cache = DynamicCache()
-        if cached:
-            model(input_ids=torch.randint(vocab, (rows, cached)), use_cache=True, **{keyword: cache})
-        best = float("inf")
-        for _ in range(repeats):
-            prompt = torch.randint(vocab, (rows, prefill_length))
-            started = time.perf_counter()
-            model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{keyword: cache})
-            best = min(best, time.perf_counter() - started)
-            cache.crop(-prefill_length)
-        return best
-
-    prefill_s = prefill_time(cached_length)
+    decode_s = best_time(ids, step)
+    prefill_s = best_time(torch.randint(vocab, (rows, cached_length)), prompt)
     decode_rate, prefill_rate = rows / decode_s, rows * prefill_length / prefill_s
+    decode_ideal_s = result.generated_tokens / decode_rate
     prefill_ideal_s = result.extra["prefilled_tokens"] / prefill_rate
-    ideal_s = result.generated_tokens / decode_rate + prefill_ideal_s
+    ideal_s = decode_ideal_s + prefill_ideal_s
     # The same with the rows the rollout's decode steps actually had: a step of r rows costs a + b r (a line through
     # the timings of one row and of ``rows``), so its steps' total is steps a + (their rows) b.
-    one_s = min(decode_time(1), decode_s)  # timing noise: a step of one row costs no more than one of every row
+    one_s = min(best_time(ids[:1], step[:1]), decode_s)  # timing noise: one row costs no more than every row
     per_row = (decode_s - one_s) / max(1, rows - 1)
     steps = result.extra["decode_steps"]
     decode_rows = steps * result.extra["mean_decode_batch_size"]
     occupied_s = steps * (one_s - per_row) + decode_rows * per_row + prefill_ideal_s
-    strict_rate = rows * prefill_length / prefill_time(0)
+    # the same prefills without their cached prefixes: a stricter bound, attention to the prefix left out
+    strict_rate = rows * prefill_length / best_time(prompt[:, :0], prompt)
+    strict_s = decode_ideal_s + result.extra["prefilled_tokens"] / strict_rate
     return {
         "decode_tokens_per_s": decode_rate,
         "prefill_tokens_per_s": prefill_rate,
@@ -271,12 +261,8 @@ def roofline(model, result: Result, rows: int, repeats: int = 3) -> dict[str, fl
         "context": context,
         "prefill_length": prefill_length,
         "prefill_cached_length": cached_length,
-        # the same prefills without their cached prefixes: a stricter bound, attention to the prefix left out
         "prefill_tokens_per_s_without_prefix": strict_rate,
-        "share_of_roofline_without_prefix": (
-            result.generated_tokens / decode_rate + result.extra["prefilled_tokens"] / strict_rate
-        )
-        / result.seconds,
+        "share_of_roofline_without_prefix": strict_s / result.seconds,
     }
 
 
