@@ -23,13 +23,15 @@ the same sampling seeds, so their first 8 episodes are the same tokens (the defa
 Figures per configuration: mean seconds per step (and its rollout / scoring / training parts, the
 first step left out when there are more), seconds per 1,000 trained tokens (every token of the
 batch, prompt included) and per 1,000 sampled tokens, peak PSS of the process tree, and the size of one
-checkpoint; then the ratios previous / default.
+checkpoint; then the ratios previous / default. The run directories (checkpoints: several GB) are removed at the
+end; ``--keep`` keeps them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,6 +109,11 @@ def main() -> None:
         metavar="NAME",
         help="measure only these configurations (e.g. --only default: its memory without the heavy previous one)",
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the run directories (checkpoints, several GB each) instead of removing them at the end",
+    )
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides for every configuration (after --)")
     args = parser.parse_args()
     configurations = dict(CONFIGURATIONS)
@@ -122,8 +129,14 @@ def main() -> None:
         configurations = {name: configurations[name] for name in args.only}
     root = Path(tempfile.mkdtemp(prefix="turngym-step-cost-"))
     results = {}
-    for name, extra in configurations.items():
-        results[name] = measure(name, [*args.overrides, *extra], args.steps, root)
+    try:
+        for name, extra in configurations.items():
+            results[name] = measure(name, [*args.overrides, *extra], args.steps, root)
+    finally:
+        if args.keep:
+            print(f"run directories kept in {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     previous = results.get("previous")
     for name in configurations:
         if previous is not None and name != "previous":
