@@ -308,24 +308,29 @@ class ModelWorker:
 
     def _body_inputs(self, mb: TrainBatch, rows: Tensor, columns: Tensor) -> tuple[dict[str, Tensor], tuple]:
         """The decoder's inputs for ``mb`` (packed as :meth:`_forward` packs), and the index into its last hidden
-        state ``[B, T, H]`` of the position that predicts each token ``(rows, columns)`` (the one before it)."""
-        prefix = 0 if self._prefix is not None or not self.spec.share_prefix else shared_prefix_length(mb)
-        if self._prefix is not None:  # the call's prefix keys/values serve every row: only the rest runs
-            shared = self._prefix.length
-            suffix = mb.input_ids[:, shared:]
-            positions = torch.arange(shared, mb.input_ids.shape[1]).expand_as(suffix)
+        state ``[B, T, H]`` of the position that predicts each token ``(rows, columns)`` (the one before it).
+
+        Behind the call's shared prefix (its keys/values in the cache) one row runs its remaining columns as they
+        are; several rows run packed, each row's remaining real tokens one after another, each attending to the
+        prefix and to itself: no padding, so the forward's products have the rows' summed length (longer products
+        run faster per token on a CPU) and none of its work is wasted on the shorter rows' padding."""
+        cached = 0 if self._prefix is None else self._prefix.length
+        if self._prefix is not None and len(mb) == 1:  # only the rest runs, with the prefix's keys/values
+            suffix = mb.input_ids[:, cached:]
+            positions = torch.arange(cached, mb.input_ids.shape[1]).expand_as(suffix)
             body = {"input_ids": suffix, "attention_mask": mb.attention_mask, "position_ids": positions}
-            index = (rows, columns - 1 - shared)
-        elif prefix < MIN_SHARED_PREFIX:
+            index = (rows, columns - 1 - cached)
+        elif self._prefix is None and (not self.spec.share_prefix or shared_prefix_length(mb) < MIN_SHARED_PREFIX):
             body = {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask}
             index = (rows, columns - 1)
-        else:
-            keep = self._keep(mb)
+        else:  # packed behind the prefix; with the prefix cached, its tokens leave the sequence (and its mask's rows)
+            prefix, keep = cached or shared_prefix_length(mb), self._keep(mb)
             packed = pack_rows(mb, prefix, keep)
-            packed_positions = packed.wanted[packed.gather]  # [b, keep]: the last keep columns' packed positions
+            packed_positions = packed.wanted[packed.gather] - cached  # [b, keep]: the last keep columns' positions
             first = mb.input_ids.shape[1] - keep
-            mask = packed.mask.to(self._mask_dtype())
-            body = {"input_ids": packed.input_ids, "attention_mask": mask, "position_ids": packed.positions}
+            mask = packed.mask[:, :, cached:].to(self._mask_dtype())
+            ids, positions = packed.input_ids[:, cached:], packed.positions[:, cached:]
+            body = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
             index = (torch.zeros_like(rows), packed_positions[rows, columns - 1 - first])
         body = {name: value.to(self.device) for name, value in body.items()}
         if self._prefix is not None:

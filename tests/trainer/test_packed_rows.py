@@ -232,8 +232,8 @@ def test_scoring_runs_the_shared_prefix_once_with_the_same_outputs():
     for micro in (1, 3):
         seen.clear()
         logprobs, values = actors[True].compute_logprobs_and_values(batch, 0.7, micro)
-        # the prefix once, then each micro-batch's rows from column 24 to the longest row's end
-        assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 3 * 16, 19])
+        # the prefix once, then each micro-batch's rows from column 24 to their own ends, packed without padding
+        assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 10 + 13 + 16, 19])
         plain_logprobs, plain_values = actors[False].compute_logprobs_and_values(batch, 0.7, micro)
         torch.testing.assert_close(logprobs, plain_logprobs, atol=1e-5, rtol=0)
         torch.testing.assert_close(values, plain_values, atol=1e-5, rtol=0)
@@ -263,7 +263,7 @@ def test_an_update_runs_the_shared_prefix_once_with_the_same_gradients(micro):
     for _ in range(2):
         seen.clear()
         stats = {share: w.update_policy(batch, agg, loss, micro) for share, w in workers.items()}
-        assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 4 * 19])  # the prefix once, then the rest
+        assert seen == ([24, 10, 13, 16, 19] if micro == 1 else [24, 10 + 13 + 16 + 19])  # the prefix, then the rest
         assert stats[True].grad_norm == pytest.approx(stats[False].grad_norm, rel=1e-4) and stats[True].grad_norm > 0
     after, full = trained(workers[True]), trained(workers[False])
     assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-4
