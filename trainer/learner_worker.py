@@ -37,8 +37,10 @@ and values are leaves: every micro-batch's backward adds its gradient to them, a
 prefix's forward after the last micro-batch (:meth:`ModelWorker._shared_prefix`) gives the weights the rest, so
 the step's gradient is the full rows' up to float rounding. Activation checkpointing recomputes a layer with its
 cache, which stores nothing (:func:`_layers_keep_cache`). With one row a micro-batch (the default) this is the
-only sharing there is; the packing above still applies where the chunked path does not (``logits_chunk_size=0``,
-a critic model).
+only sharing there is. A micro-batch of several rows then runs their remaining tokens packed one after another,
+each attending to the prefix's keys and values and to itself (:meth:`ModelWorker._body_inputs`), so no row is
+padded to the longest; the packing above, prefix included, applies where the chunked path does not
+(``logits_chunk_size=0``, a critic model).
 
 Chunked logits (``WorkerSpec.logits_chunk_size`` > 0). The actor and the reference run the decoder alone and
 apply the vocabulary head to its last hidden state at the response's positions only, a chunk of positions at a
