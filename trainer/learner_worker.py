@@ -314,8 +314,9 @@ class ModelWorker:
 
         Behind the call's shared prefix (its keys/values in the cache) one row runs its remaining columns as they
         are; several rows run packed, each row's remaining real tokens one after another, each attending to the
-        prefix and to itself: no padding, so the forward's products have the rows' summed length (longer products
-        run faster per token on a CPU) and none of its work is wasted on the shorter rows' padding."""
+        prefix and to itself: no work is spent on the shorter rows' padding, and the forward's products have the rows'
+        summed length (which pays where longer products run faster per token: a GPU; on 2 CPU cores it did not,
+        docs/performance.md, "Larger micro-batches")."""
         cached = 0 if self._prefix is None else self._prefix.length
         if self._prefix is not None and len(mb) == 1:  # only the rest runs, with the prefix's keys/values
             suffix = mb.input_ids[:, cached:]
