@@ -8,9 +8,15 @@ credit, both pure functions over per-turn values:
 
 * **Progress shaping** (Ng, Harada & Russell 1999, "Policy invariance under reward transformations",
   Theorem 1): a turn from ``s`` to ``s'`` earns ``F = coef * (gamma * Phi(s') - Phi(s))`` on top of the
-  environment's reward, with the potential ``Phi(s) = -distance_to_goal(s)``. A potential-based term
-  leaves the optimal policy unchanged. An unsolvable (or unknown) position gets the potential
-  ``-unsolvable_distance``, a constant, so ``Phi`` stays a function of the state.
+  environment's reward, with the potential ``Phi(s) = -distance_to_goal(s)``. An unsolvable (or unknown)
+  position gets the potential ``-unsolvable_distance``, a constant, so ``Phi`` stays a function of the state.
+  The theorem leaves the optimal policy unchanged only where every episode ends in a state of potential 0
+  (an absorbing state). Here the position an episode ends in keeps its own potential, so with ``gamma = 1``
+  an episode's shaping sums to ``coef * (Phi(end) - Phi(start))``: on top of a term that depends on the
+  level alone, a bonus for ending close to the goal and a penalty of ``coef * unsolvable_distance`` for ending
+  in an unsolvable position (a hole, a deadlock). That part is not invariant: where an attempt at the goal
+  risks an unsolvable end (slippery ice), ending safely short of the goal can pay more than trying
+  (docs/learning.md, "FrozenLake slippery").
 * **Step-level groups** (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
   Training", arXiv 2505.10978, sec. 4): the turns of a step's episodes that start from the same
   position (equal ``state_key``: GiGPO's *anchor state*) form a step group. Each turn's discounted
