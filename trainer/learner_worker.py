@@ -317,17 +317,18 @@ class ModelWorker:
         prefix and to itself: no work is spent on the shorter rows' padding, and the forward's products have the rows'
         summed length (which pays where longer products run faster per token: a GPU; on 2 CPU cores it did not,
         docs/performance.md, "Larger micro-batches")."""
-        cached = 0 if self._prefix is None else self._prefix.length
-        if self._prefix is not None and len(mb) == 1:  # only the rest runs, with the prefix's keys/values
+        cached = 0 if self._prefix is None else self._prefix.length  # >= MIN_SHARED_PREFIX when there is one
+        prefix = cached or (shared_prefix_length(mb) if self.spec.share_prefix else 0)
+        if cached and len(mb) == 1:  # only the rest runs, with the prefix's keys/values
             suffix = mb.input_ids[:, cached:]
             positions = torch.arange(cached, mb.input_ids.shape[1]).expand_as(suffix)
             body = {"input_ids": suffix, "attention_mask": mb.attention_mask, "position_ids": positions}
             index = (rows, columns - 1 - cached)
-        elif self._prefix is None and (not self.spec.share_prefix or shared_prefix_length(mb) < MIN_SHARED_PREFIX):
+        elif prefix < MIN_SHARED_PREFIX:
             body = {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask}
             index = (rows, columns - 1)
         else:  # packed behind the prefix; with the prefix cached, its tokens leave the sequence (and its mask's rows)
-            prefix, keep = cached or shared_prefix_length(mb), self._keep(mb)
+            keep = self._keep(mb)
             packed = pack_rows(mb, prefix, keep)
             packed_positions = packed.wanted[packed.gather] - cached  # [b, keep]: the last keep columns' positions
             first = mb.input_ids.shape[1] - keep
