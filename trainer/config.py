@@ -56,6 +56,7 @@ __all__ = [
 ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
 CRITIC_MODELS = ("auto", "separate", "shared")  # algo.critic_model
 CURRICULUM_MODES = ("none", "adaptive")  # curriculum.mode
+SHAPING_ENDS = ("keep", "zero")  # algo.shaping.end
 ENGINES = engine_names(trainable=True)  # the engine table's rows that load new weights
 AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.agent_rollout)
 
@@ -82,6 +83,9 @@ class ShapingConfig:
     # true: an env that reports no info["distance_to_goal"] stops the run at start-up; false: the shaping applies
     # where the env reports distances and is off (said once at start-up) where it does not (algo=ppo's default)
     required: bool = True
+    # keep: the position an episode ends in keeps its potential (the shaping also rewards ending near the goal and
+    # charges unsolvable_distance for ending lost); zero: potential 0 at the end, Ng et al.'s policy-invariant form
+    end: str = "keep"
 
     def coef_at(self, step: int) -> float:
         """The coefficient at training step ``step`` (1-based): ``coef``, or with ``fade_steps`` = N,
@@ -496,6 +500,10 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
     _require(
         shaping.unsolvable_distance >= 0,
         f"algo.shaping.unsolvable_distance must be >= 0, got {shaping.unsolvable_distance}",
+    )
+    _require(
+        shaping.end in SHAPING_ENDS,
+        f"algo.shaping.end must be one of {', '.join(SHAPING_ENDS)}, got {shaping.end!r}",
     )
     _require(
         shaping.fade_steps is None or shaping.fade_steps >= 1,

@@ -359,6 +359,7 @@ def _shaped_turn_rewards(
             coef=coef,
             gamma=shaping.gamma,
             unsolvable_distance=shaping.unsolvable_distance,
+            zero_end=shaping.end == "zero",
         )
         if t.has_state_info
         else [0.0] * len(t.turn_rewards)

@@ -84,6 +84,16 @@ def test_progress_shaping_changes_the_training_scores_not_the_trajectories():
     assert "advantage/step_abs_mean" not in metrics
 
 
+def test_shaping_with_a_zero_end_leaves_the_episode_level_scores_as_they_were():
+    adv, metrics = advantages(group_algo("grpo", shaping=ShapingConfig(coef=0.1, end="zero")))
+    # episode 1: 2 -> 1 pays +0.1, its last turn 1 -> (end) pays 0.1 * (0 - (-1)) = +0.1: 0.2 in all;
+    # episode 2: 2 -> 2 pays 0, its last turn 2 -> (end) pays 0.1 * (0 - (-2)) = +0.2: 0.2 in all.
+    # Both episodes of the level gain 0.1 * distance(start), so GRPO's scores stay the env's: +-0.5
+    assert adv[0, TURN0 + TURN1].tolist() == pytest.approx([0.5] * 3)
+    assert adv[1, TURN0 + TURN1].tolist() == pytest.approx([-0.5] * 3)
+    assert metrics["shaping/return_mean"] == pytest.approx(0.2)
+
+
 def test_a_fading_shaping_coefficient_falls_linearly_to_zero_after_fade_steps():
     shaping = ShapingConfig(coef=0.5, fade_steps=4)
     # (N + 1 - step) / N with N = 4: 4/4, 3/4, 2/4, 1/4, then 0

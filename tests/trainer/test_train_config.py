@@ -146,7 +146,8 @@ def test_gigpo_turns_the_step_groups_on_and_the_state_credit_is_off_elsewhere():
     assert (gigpo.step_groups.weight, gigpo.step_groups.gamma, gigpo.shaping.coef) == (1.0, 0.95, 0.0)
     assert gigpo.uses_state
     ppo = train_config("algo=ppo", "algo.shaping.coef=0.1").algo
-    assert ppo.uses_state and ppo.shaping.unsolvable_distance == 20.0
+    assert ppo.uses_state and ppo.shaping.unsolvable_distance == 20.0 and ppo.shaping.end == "keep"
+    assert train_config("algo=ppo", "algo.shaping.end=zero").algo.shaping.end == "zero"
     assert not train_config("algo=grpo").algo.uses_state
 
 
@@ -353,6 +354,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["evaluation.max_concurrent_episodes=0"], ["evaluation.max_concurrent_episodes must be >= 1 (null: every"]),
         (["sft.oracle_noise=1"], ["sft.oracle_noise must be in [0, 1) (0: the oracle alone), got 1"]),
         (["algo.shaping.fade_steps=0"], ["algo.shaping.fade_steps must be >= 1 (null: no fading), got 0"]),
+        (["algo.shaping.end=absorb"], ["algo.shaping.end must be one of keep, zero, got 'absorb'"]),
         (["algo.step_groups.gamma=2"], ["algo.step_groups.gamma must be in [0, 1], got 2"]),
     ],
 )

@@ -11,12 +11,15 @@ credit, both pure functions over per-turn values:
   environment's reward, with the potential ``Phi(s) = -distance_to_goal(s)``. An unsolvable (or unknown)
   position gets the potential ``-unsolvable_distance``, a constant, so ``Phi`` stays a function of the state.
   The theorem leaves the optimal policy unchanged only where every episode ends in a state of potential 0
-  (an absorbing state). Here the position an episode ends in keeps its own potential, so with ``gamma = 1``
-  an episode's shaping sums to ``coef * (Phi(end) - Phi(start))``: on top of a term that depends on the
-  level alone, a bonus for ending close to the goal and a penalty of ``coef * unsolvable_distance`` for ending
-  in an unsolvable position (a hole, a deadlock). That part is not invariant: where an attempt at the goal
-  risks an unsolvable end (slippery ice), ending safely short of the goal can pay more than trying
-  (docs/learning.md, "FrozenLake slippery").
+  (an absorbing state). By default (``end="keep"``) the position an episode ends in keeps its own potential, so
+  with ``gamma = 1`` an episode's shaping sums to ``coef * (Phi(end) - Phi(start))``: on top of a term that
+  depends on the level alone, a bonus for ending close to the goal and a penalty of ``coef * unsolvable_distance``
+  for ending in an unsolvable position (a hole, a deadlock). That part is not invariant: where an attempt at the
+  goal risks an unsolvable end (slippery ice), ending safely short of the goal can pay more than trying
+  (docs/learning.md, "FrozenLake slippery"). ``end="zero"`` gives the last position potential 0, the theorem's
+  form: every episode of a level then gets the same total, and with ``gamma = 1`` the return from a turn onwards
+  gains ``-coef * Phi(s)`` of the position the turn starts from, a function of the state alone, i.e. a baseline
+  that changes no expected policy gradient (with GAE's ``lam < 1`` it also moves credit between turns).
 * **Step-level groups** (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
   Training", arXiv 2505.10978, sec. 4): the turns of a step's episodes that start from the same
   position (equal ``state_key``: GiGPO's *anchor state*) form a step group. Each turn's discounted
@@ -61,11 +64,15 @@ def progress_shaping(
     coef: float,
     gamma: float = 1.0,
     unsolvable_distance: float,
+    zero_end: bool = False,
 ) -> list[float]:
     """One trajectory's shaping term per turn: ``coef * (gamma * Phi(after) - Phi(before))``.
 
     With ``gamma = 1`` the terms telescope: an episode's shaping sums to ``coef * (Phi(last) - Phi(first))``,
     and a solved episode (distance 0 at the end) gets exactly ``coef * distance(first)``.
+    ``zero_end``: the position after the last turn is Ng et al.'s absorbing state, of potential 0, whatever
+    it is (the goal, a lost position, or wherever the turns ran out); the episode's shaping then sums to
+    ``-coef * Phi(first)`` (``gamma = 1``), the same for every episode of a level: policy-invariant.
     """
     if len(distances_before) != len(distances_after):
         raise ValueError(f"{len(distances_before)} distances before the turns but {len(distances_after)} after")
@@ -73,6 +80,8 @@ def progress_shaping(
         (progress_potential(before, unsolvable_distance), progress_potential(after, unsolvable_distance))
         for before, after in zip(distances_before, distances_after, strict=True)
     ]
+    if zero_end and phi:
+        phi[-1] = (phi[-1][0], 0.0)
     return [coef * (gamma * phi_after - phi_before) for phi_before, phi_after in phi]
 
 

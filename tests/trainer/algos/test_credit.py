@@ -30,6 +30,16 @@ def test_shaping_pays_progress_and_charges_a_lost_level():
         progress_shaping([1, 2], [1], coef=1.0, unsolvable_distance=5)
 
 
+def test_a_zero_end_gives_the_last_position_potential_zero():
+    # coef 0.5: 3 -> 2 pays 0.5 as before; the last turn 2 -> 2 ends the episode: 0.5 * (0 - (-2)) = 1.0
+    assert progress_shaping([3, 2], [2, 2], coef=0.5, unsolvable_distance=10, zero_end=True) == [0.5, 1.0]
+    # ending lost costs nothing more than ending anywhere else: 2 -> unsolvable, last turn, 1 * (0 - (-2)) = 2
+    assert progress_shaping([2], [None], coef=1.0, unsolvable_distance=10, zero_end=True) == [2.0]
+    # gamma 0.9 at the end: 0.9 * 0 - (-3) = 3
+    assert progress_shaping([3], [2], coef=1.0, gamma=0.9, unsolvable_distance=10, zero_end=True) == [3.0]
+    assert progress_shaping([], [], coef=1.0, unsolvable_distance=10, zero_end=True) == []
+
+
 distances = st.one_of(st.none(), st.integers(min_value=0, max_value=30))
 
 
@@ -70,3 +80,10 @@ def test_turn_values_land_on_each_turns_sampled_tokens():
     assert out.tolist() == [[0, 2, 2, 0, 0, -1, -1, 0], [0, 0, 0.5, 0, 0, 0, 0, 0]]
     with pytest.raises(ValueError, match="turn ends"):
         turn_values_to_tokens([[1.0]], [[1, 2]], mask[:1])
+
+
+@given(st.lists(distances, min_size=2, max_size=8), st.floats(min_value=0.0, max_value=2.0))
+def test_a_zero_end_makes_every_episode_of_a_level_earn_the_same_shaping(path, coef):
+    # whatever the path, the total is -coef * Phi(first): a function of the level alone (Ng et al.'s invariance)
+    terms = progress_shaping(path[:-1], path[1:], coef=coef, unsolvable_distance=20, zero_end=True)
+    assert math.isclose(sum(terms), -coef * progress_potential(path[0], 20), abs_tol=1e-9)
