@@ -18,8 +18,10 @@ credit, both pure functions over per-turn values:
   goal risks an unsolvable end (slippery ice), ending safely short of the goal can pay more than trying
   (docs/learning.md, "FrozenLake slippery"). ``end="zero"`` gives the last position potential 0, the theorem's
   form: every episode of a level then gets the same total, and with ``gamma = 1`` the return from a turn onwards
-  gains ``-coef * Phi(s)`` of the position the turn starts from, a function of the state alone, i.e. a baseline
-  that changes no expected policy gradient (with GAE's ``lam < 1`` it also moves credit between turns).
+  gains ``-coef * Phi(s)`` of the position the turn starts from, a function of the state alone: for a given
+  critic a baseline that changes no expected policy gradient (with GAE's ``lam < 1`` it also moves credit
+  between turns). It still reaches the policy through the critic's targets, which a value head on the actor's
+  adapters learns through those adapters (docs/learning.md measures both forms).
 * **Step-level groups** (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
   Training", arXiv 2505.10978, sec. 4): the turns of a step's episodes that start from the same
   position (equal ``state_key``: GiGPO's *anchor state*) form a step group. Each turn's discounted
