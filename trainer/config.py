@@ -83,9 +83,10 @@ class ShapingConfig:
     # true: an env that reports no info["distance_to_goal"] stops the run at start-up; false: the shaping applies
     # where the env reports distances and is off (said once at start-up) where it does not (algo=ppo's default)
     required: bool = True
-    # keep: the position an episode ends in keeps its potential (the shaping also rewards ending near the goal and
-    # charges unsolvable_distance for ending lost); zero: potential 0 at the end, Ng et al.'s policy-invariant form
-    end: str = "keep"
+    # zero: potential 0 after the last turn, Ng et al.'s policy-invariant form; keep: the position an episode ends
+    # in keeps its potential (the shaping also rewards ending near the goal and charges unsolvable_distance for
+    # ending lost)
+    end: str = "zero"
 
     def coef_at(self, step: int) -> float:
         """The coefficient at training step ``step`` (1-based): ``coef``, or with ``fade_steps`` = N,

@@ -146,8 +146,8 @@ def test_gigpo_turns_the_step_groups_on_and_the_state_credit_is_off_elsewhere():
     assert (gigpo.step_groups.weight, gigpo.step_groups.gamma, gigpo.shaping.coef) == (1.0, 0.95, 0.0)
     assert gigpo.uses_state
     ppo = train_config("algo=ppo", "algo.shaping.coef=0.1").algo
-    assert ppo.uses_state and ppo.shaping.unsolvable_distance == 20.0 and ppo.shaping.end == "keep"
-    assert train_config("algo=ppo", "algo.shaping.end=zero").algo.shaping.end == "zero"
+    assert ppo.uses_state and ppo.shaping.unsolvable_distance == 20.0 and ppo.shaping.end == "zero"
+    assert train_config("algo=ppo", "algo.shaping.end=keep").algo.shaping.end == "keep"
     assert not train_config("algo=grpo").algo.uses_state
 
 
