@@ -83,10 +83,10 @@ class ShapingConfig:
     # true: an env that reports no info["distance_to_goal"] stops the run at start-up; false: the shaping applies
     # where the env reports distances and is off (said once at start-up) where it does not (algo=ppo's default)
     required: bool = True
-    # zero: potential 0 after the last turn, Ng et al.'s policy-invariant form; keep: the position an episode ends
-    # in keeps its potential (the shaping also rewards ending near the goal and charges unsolvable_distance for
-    # ending lost)
-    end: str = "zero"
+    # keep: the position an episode ends in keeps its potential (the shaping also rewards ending near the goal and
+    # charges unsolvable_distance for ending lost); zero: potential 0 after the last turn, Ng et al.'s
+    # policy-invariant form (algo=ppo's default; a group baseline removes it, so it needs a critic or step groups)
+    end: str = "keep"
 
     def coef_at(self, step: int) -> float:
         """The coefficient at training step ``step`` (1-based): ``coef``, or with ``fade_steps`` = N,
@@ -505,6 +505,15 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
     _require(
         shaping.end in SHAPING_ENDS,
         f"algo.shaping.end must be one of {', '.join(SHAPING_ENDS)}, got {shaping.end!r}",
+    )
+    _require(
+        not (shaping.coef > 0 and shaping.end == "zero" and shaping.gamma == 1)
+        or estimator.critic
+        or estimator.step_groups
+        or not estimator.groups,
+        f"algo.shaping.end=zero gives every episode of a level the same shaping (coef x the level's distance), which "
+        f"algo.advantage={algo.advantage}'s group baseline removes: the shaping would change nothing. Set "
+        "algo.shaping.end=keep, or use a critic (algo=ppo) or step groups (algo=gigpo)",
     )
     _require(
         shaping.fade_steps is None or shaping.fade_steps >= 1,

@@ -73,9 +73,8 @@ def test_gigpo_adds_the_step_level_advantage_of_each_turns_anchor_state():
     assert metrics["credit/regress_turn_fraction"] == 0.25
 
 
-def test_end_kept_shaping_changes_the_training_scores_not_the_trajectories():
-    shaping = ShapingConfig(coef=0.1, unsolvable_distance=20.0, end="keep")
-    adv, metrics = advantages(group_algo("grpo", shaping=shaping))
+def test_progress_shaping_changes_the_training_scores_not_the_trajectories():
+    adv, metrics = advantages(group_algo("grpo", shaping=ShapingConfig(coef=0.1, unsolvable_distance=20.0)))
     # shaping: episode 1 goes 2 -> 1 -> 0: +0.1, +0.1; episode 2 goes 2 -> 2 -> 3: 0, -0.1
     # shaped scores 1.2 and -0.1, mean 0.55 -> +0.65 and -0.65
     assert adv[0, TURN0 + TURN1].tolist() == pytest.approx([0.65] * 3)
@@ -86,8 +85,7 @@ def test_end_kept_shaping_changes_the_training_scores_not_the_trajectories():
 
 
 def test_shaping_with_a_zero_end_leaves_the_episode_level_scores_as_they_were():
-    assert ShapingConfig().end == "zero"  # the default form
-    adv, metrics = advantages(group_algo("grpo", shaping=ShapingConfig(coef=0.1)))
+    adv, metrics = advantages(group_algo("grpo", shaping=ShapingConfig(coef=0.1, end="zero")))
     # episode 1: 2 -> 1 pays +0.1, its last turn 1 -> (end) pays 0.1 * (0 - (-1)) = +0.1: 0.2 in all;
     # episode 2: 2 -> 2 pays 0, its last turn 2 -> (end) pays 0.1 * (0 - (-2)) = +0.2: 0.2 in all.
     # Both episodes of the level gain 0.1 * distance(start), so GRPO's scores stay the env's: +-0.5
@@ -104,7 +102,7 @@ def test_a_fading_shaping_coefficient_falls_linearly_to_zero_after_fade_steps():
 
 
 def test_a_faded_coefficient_shapes_the_scores_at_that_steps_value():
-    algo = group_algo("grpo", shaping=ShapingConfig(coef=0.2, fade_steps=2, end="keep"))
+    algo = group_algo("grpo", shaping=ShapingConfig(coef=0.2, fade_steps=2))
     batch = build_batch(TRAJECTORIES, pad_id=0)
     metrics = estimate_advantages(batch, TRAJECTORIES, algo, step=2)
     # step 2 of 2: coef 0.2 * 1/2 = 0.1, the hand-computed batch above: +-0.65

@@ -148,6 +148,7 @@ def test_gigpo_turns_the_step_groups_on_and_the_state_credit_is_off_elsewhere():
     ppo = train_config("algo=ppo", "algo.shaping.coef=0.1").algo
     assert ppo.uses_state and ppo.shaping.unsolvable_distance == 20.0 and ppo.shaping.end == "zero"
     assert train_config("algo=ppo", "algo.shaping.end=keep").algo.shaping.end == "keep"
+    assert train_config("algo=gigpo", "algo.shaping.coef=0.5").algo.shaping.end == "keep"  # the dataclass's default
     assert not train_config("algo=grpo").algo.uses_state
 
 
@@ -355,6 +356,10 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["sft.oracle_noise=1"], ["sft.oracle_noise must be in [0, 1) (0: the oracle alone), got 1"]),
         (["algo.shaping.fade_steps=0"], ["algo.shaping.fade_steps must be >= 1 (null: no fading), got 0"]),
         (["algo.shaping.end=absorb"], ["algo.shaping.end must be one of keep, zero, got 'absorb'"]),
+        (
+            ["algo=grpo", "algo.shaping.coef=0.5", "algo.shaping.end=zero"],
+            ["same shaping", "algo.advantage=grpo's group baseline removes", "algo.shaping.end=keep"],
+        ),
         (["algo.step_groups.gamma=2"], ["algo.step_groups.gamma must be in [0, 1], got 2"]),
     ],
 )
