@@ -10,19 +10,20 @@ credit, both pure functions over per-turn values:
   Theorem 1): a turn from ``s`` to ``s'`` earns ``F = coef * (gamma * Phi(s') - Phi(s))`` on top of the
   environment's reward, with the potential ``Phi(s) = -distance_to_goal(s)``. An unsolvable (or unknown)
   position gets the potential ``-unsolvable_distance``, a constant, so ``Phi`` stays a function of the state.
-  The theorem leaves the optimal policy unchanged only where every episode ends in a state of potential 0
-  (an absorbing state). ``end="zero"`` (the default of :class:`trainer.config.ShapingConfig`) gives the position
-  after the last turn potential 0, the theorem's form: every episode of a level then gets the same total,
-  ``-coef * Phi(start)``, and with ``gamma = 1`` the return from a turn onwards gains ``-coef * Phi(s)`` of the
-  position the turn starts from, a function of the state alone: for a given critic a baseline that changes no
-  expected policy gradient (with GAE's ``lam < 1`` it also moves credit between turns). It still reaches the
-  policy through the critic's targets, which a value head on the actor's adapters learns through those adapters.
+  The theorem leaves the optimal policy unchanged only where every episode ends in a state of potential 0 (an
+  absorbing state). ``end="zero"`` (``algo=ppo``'s default) gives the position after the last turn potential 0, the
+  theorem's form: every episode of a level then gets the same total, ``-coef * Phi(start)`` (which a group baseline
+  removes whole: GRPO and RLOO refuse it at start-up), and with ``gamma = 1`` the return from a turn onwards gains
+  ``-coef * Phi(s)`` of the position the turn starts from, a function of the state alone: for a given critic a
+  baseline that changes no expected policy gradient (with GAE's ``lam < 1`` it also moves credit between turns). It
+  still reaches the policy through the critic's targets, which a value head on the actor's adapters learns through
+  those adapters.
   ``end="keep"`` lets the position an episode ends in keep its own potential, so with ``gamma = 1`` an episode's
-  shaping sums to ``coef * (Phi(end) - Phi(start))``: on top of a term that depends on the level alone, a bonus
-  for ending close to the goal and a penalty of ``coef * unsolvable_distance`` for ending in an unsolvable
-  position (a hole, a deadlock). That part is not invariant: where an attempt at the goal risks an unsolvable end
-  (slippery ice), ending safely short of the goal can pay more than trying (docs/learning.md, "FrozenLake
-  slippery", measures both forms).
+  shaping sums to ``coef * (Phi(end) - Phi(start))``: on top of a term that depends on the level alone, a bonus for
+  ending close to the goal and a penalty of ``coef * unsolvable_distance`` for ending in an unsolvable position (a
+  hole, a deadlock). That part is not invariant: where an attempt at the goal risks an unsolvable end (slippery
+  ice), ending safely short of the goal can pay more than trying (docs/learning.md, "FrozenLake slippery", measures
+  both forms).
 * **Step-level groups** (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
   Training", arXiv 2505.10978, sec. 4): the turns of a step's episodes that start from the same
   position (equal ``state_key``: GiGPO's *anchor state*) form a step group. Each turn's discounted
