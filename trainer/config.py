@@ -506,11 +506,11 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
         shaping.end in SHAPING_ENDS,
         f"algo.shaping.end must be one of {', '.join(SHAPING_ENDS)}, got {shaping.end!r}",
     )
+    # with gamma 1 the invariant form adds the same total to every episode of a level: a group mean removes it whole
+    invariant_shaping = shaping.coef > 0 and shaping.end == "zero" and shaping.gamma == 1
+    group_baseline_alone = estimator.groups and not (estimator.critic or estimator.step_groups)
     _require(
-        not (shaping.coef > 0 and shaping.end == "zero" and shaping.gamma == 1)
-        or estimator.critic
-        or estimator.step_groups
-        or not estimator.groups,
+        not (invariant_shaping and group_baseline_alone),
         f"algo.shaping.end=zero gives every episode of a level the same shaping (coef x the level's distance), which "
         f"algo.advantage={algo.advantage}'s group baseline removes: the shaping would change nothing. Set "
         "algo.shaping.end=keep, or use a critic (algo=ppo) or step groups (algo=gigpo)",

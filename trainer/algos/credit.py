@@ -13,11 +13,11 @@ credit, both pure functions over per-turn values:
   The theorem leaves the optimal policy unchanged only where every episode ends in a state of potential 0 (an
   absorbing state). ``end="zero"`` (``algo=ppo``'s default) gives the position after the last turn potential 0, the
   theorem's form: every episode of a level then gets the same total, ``-coef * Phi(start)`` (which a group baseline
-  removes whole: GRPO and RLOO refuse it at start-up), and with ``gamma = 1`` the return from a turn onwards gains
-  ``-coef * Phi(s)`` of the position the turn starts from, a function of the state alone: for a given critic a
-  baseline that changes no expected policy gradient (with GAE's ``lam < 1`` it also moves credit between turns). It
-  still reaches the policy through the critic's targets, which a value head on the actor's adapters learns through
-  those adapters.
+  removes whole: GRPO, RLOO and REINFORCE++ with a group baseline refuse it at start-up), and with ``gamma = 1``
+  the return from a turn onwards gains ``-coef * Phi(s)`` of the position the turn starts from, a function of the
+  state alone: for a given critic a baseline that changes no expected policy gradient (with GAE's ``lam < 1`` it
+  also moves credit between turns). It still reaches the policy through the critic's targets, which a value head on
+  the actor's adapters learns through those adapters.
   ``end="keep"`` lets the position an episode ends in keep its own potential, so with ``gamma = 1`` an episode's
   shaping sums to ``coef * (Phi(end) - Phi(start))``: on top of a term that depends on the level alone, a bonus for
   ending close to the goal and a penalty of ``coef * unsolvable_distance`` for ending in an unsolvable position (a
