@@ -108,7 +108,7 @@ def main() -> None:
     with torch.no_grad():
         for name, param in mixed.model.named_parameters():
             if param.requires_grad:
-                param.detach().to_local().copy_(trained[name].detach().to_local())
+                param.detach().to_local().copy_(trained[name].detach())  # FSDP's in bf16; one rank's own in float32
     learner16, learner16_base = views(mixed)
 
     change = (truth - base32) * mask

@@ -136,7 +136,8 @@ def main() -> None:
     )
 
     def trained(worker: ModelWorker) -> dict[str, torch.Tensor]:
-        return {n: p.detach().full_tensor() for n, p in worker.model.named_parameters() if p.requires_grad}
+        # one rank in float32: plain tensors (trainer.learner_worker.one_rank_weights)
+        return {n: p.detach() for n, p in worker.model.named_parameters() if p.requires_grad}
 
     before_w, after_w = trained(workers["before"]), trained(workers["after"])
     result = {

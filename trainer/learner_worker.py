@@ -3,8 +3,8 @@
 :class:`ModelWorker` is a plain class (tests use it directly in one process); ``trainer.learner``
 runs ``world_size`` of them as Ray actors that form one ``torch.distributed`` process group (gloo on
 CPU, NCCL on GPU) and shard the model with ``fully_shard``: every decoder layer is its own FSDP unit
-and the root holds the embeddings and the head (tied or not). A one-rank group in float32 leaves the weights
-that train nothing out of FSDP (:func:`unsharded_frozen_weights`).
+and the root holds the embeddings and the head (tied or not). A one-rank group in float32 leaves every weight
+out of FSDP (:func:`one_rank_weights`): one rank has nothing to shard.
 
 Roles: ``actor`` (causal LM + AdamW), ``critic`` (:class:`trainer.value_model.ValueModel` + AdamW),
 ``reference`` (causal LM, no optimizer). Each rank receives its shard of the rows as a
@@ -197,7 +197,7 @@ class ModelWorker:
         if self.spec.mixed_precision:
             options["mp_policy"] = policy
         elif self.world_size == 1:
-            options["ignored_params"] = unsharded_frozen_weights(model)
+            options["ignored_params"] = one_rank_weights(model)
         for layer in decoder_layers(model):
             fully_shard(layer, **options)
         fully_shard(model, **options)
@@ -888,17 +888,18 @@ def _stack_padded(chunks: list[Tensor], length: int) -> Tensor:
     return torch.cat(rows) if rows else torch.zeros(0, length)
 
 
-def unsharded_frozen_weights(model: nn.Module) -> set[nn.Parameter]:
-    """The parameters of ``model`` that train nothing, for ``fully_shard``'s ``ignored_params`` on a one-rank group.
+def one_rank_weights(model: nn.Module) -> set[nn.Parameter]:
+    """Every parameter of ``model``, for ``fully_shard``'s ``ignored_params`` on a one-rank group in float32.
 
-    One rank shards nothing, yet FSDP2 would still copy each of these weights into an all-gather buffer and out
-    again before every forward and every backward of its layer (the frozen base under LoRA adapters: 11% of a
-    profiled update's CPU time for SmolLM2, the 113 MB embedding copied twice a call). Left out of FSDP they
-    stay plain tensors the layers read in place; the trained parameters stay FSDP's, so the optimizer, the
-    gradient clipping and the checkpoints see what they saw. Not with mixed precision, where FSDP's cast of the
-    frozen weights to bf16 is the point.
+    One rank shards nothing, yet FSDP2 would still copy each weight it holds into an all-gather buffer and out
+    again before every forward and every backward of its layer, and each trained weight's gradient through a
+    reduce-scatter after every backward. For SmolLM2 that was 11% of a profiled LoRA update's CPU time (the frozen
+    base, the 113 MB embedding copied twice a call), and the warm-up, which trains every weight, ran its optimizer
+    steps 1.57x slower with FSDP holding them. Left out, the layers compute with the loaded tensors in place and
+    autograd accumulates the gradients into them: the same sums, so the same weights bit for bit. Not with mixed
+    precision, where FSDP's cast to bf16 is the point; several ranks shard as before.
     """
-    return {param for param in model.parameters() if not param.requires_grad}
+    return set(model.parameters())
 
 
 def shard_rows(batch: TrainBatch, world_size: int) -> list[TrainBatch]:

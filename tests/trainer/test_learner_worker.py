@@ -149,22 +149,27 @@ def test_bf16_mixed_precision_lora_actor_trains_fp32_adapters_when_the_reference
             assert (param.detach().full_tensor() - before[name]).abs().max() > 0, name
 
 
-def test_one_rank_computes_with_the_frozen_weights_in_place_and_fsdp_keeps_the_trained_ones():
-    # One rank shards nothing: FSDP would copy each frozen base weight into an all-gather buffer and out again
-    # around every forward and backward. Left out of FSDP, every layer computes with the loaded tensor itself.
+def test_one_rank_computes_and_trains_with_every_weight_in_place():
+    # One rank shards nothing: FSDP would copy each weight into an all-gather buffer and out again around every
+    # forward and backward, and each gradient through a reduce-scatter. Left out of FSDP, every layer computes
+    # with the loaded tensor itself and the optimizer steps it there.
     w = worker(lora=LoraSpec(rank=4, alpha=8.0))
     frozen = {name: p for name, p in w.model.named_parameters() if not p.requires_grad}
-    assert frozen and not any(isinstance(p, DTensor) for p in frozen.values())
-    assert all(isinstance(p, DTensor) for p in w.model.parameters() if p.requires_grad)
+    trained = {name: p for name, p in w.model.named_parameters() if p.requires_grad}
+    assert frozen and trained and not any(isinstance(p, DTensor) for p in w.model.parameters())
     projection = next(m for name, m in w.model.named_modules() if name.endswith("q_proj.base_layer"))
-    loaded = projection.weight.data_ptr()
+    adapter = next(m for name, m in w.model.named_modules() if name.endswith("q_proj.lora_B.default"))
+    loaded, adapter_storage = projection.weight.data_ptr(), adapter.weight.data_ptr()
     used: list[int] = []
     projection.register_forward_pre_hook(lambda module, _args: used.append(module.weight.data_ptr()))
-    before = {name: p.detach().clone() for name, p in frozen.items()}
+    adapter.register_forward_pre_hook(lambda module, _args: used.append(module.weight.data_ptr()))
+    before = {name: p.detach().clone() for name, p in w.model.named_parameters()}
     update(w)
-    assert used and set(used) == {loaded}
-    assert all(torch.equal(p, before[name]) for name, p in frozen.items())  # and they stay frozen
-    # with mixed precision FSDP's cast of the frozen weights to bf16 is wanted: they stay its own
+    assert used and set(used) == {loaded, adapter_storage}
+    assert all(torch.equal(p, before[name]) for name, p in frozen.items())  # the frozen stay frozen
+    assert all(not torch.equal(p, before[name]) for name, p in trained.items() if "lora_B" in name)  # stepped in place
+    assert all(p.grad is None for p in trained.values())  # the step cleared the gradients
+    # with mixed precision FSDP's cast of the weights to bf16 is wanted: they stay its own
     mixed = worker(lora=LoraSpec(rank=4, alpha=8.0), mixed_precision=True)
     mixed.model.reshard()  # the root's weights stay gathered after set-up's forward
     assert all(isinstance(p, DTensor) for p in mixed.model.parameters())
@@ -203,7 +208,8 @@ def test_a_bf16_forward_hides_a_small_lora_change(b_scale, lowest, highest):
         generator = torch.Generator().manual_seed(1)
         for name, param in w.model.named_parameters():
             if "lora_B" in name:
-                param.detach().to_local().copy_(b_scale * torch.randn(param.shape, generator=generator))
+                local = param.detach().to_local() if isinstance(param, DTensor) else param.detach()
+                local.copy_(b_scale * torch.randn(param.shape, generator=generator))
     ids = torch.randint(5, 250, (8, 32), generator=torch.Generator().manual_seed(0))
     every = torch.ones(8, 32)
     every[:, 0] = 0
