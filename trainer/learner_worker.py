@@ -895,9 +895,10 @@ def one_rank_weights(model: nn.Module) -> set[nn.Parameter]:
     again before every forward and every backward of its layer, and each trained weight's gradient through a
     reduce-scatter after every backward. For SmolLM2 that was 11% of a profiled LoRA update's CPU time (the frozen
     base, the 113 MB embedding copied twice a call), and the warm-up, which trains every weight, ran its optimizer
-    steps 1.57x slower with FSDP holding them. Left out, the layers compute with the loaded tensors in place and
-    autograd accumulates the gradients into them: the same sums, so the same weights bit for bit. Not with mixed
-    precision, where FSDP's cast to bf16 is the point; several ranks shard as before.
+    steps 1.5x slower with FSDP holding them (``benchmarks/one_rank_fsdp.py``). Left out, the layers compute with
+    the loaded tensors in place and autograd accumulates the gradients into them: the same sums, so the same
+    weights bit for bit. Not with mixed precision, where FSDP's cast to bf16 is the point; several ranks shard
+    as before.
     """
     return set(model.parameters())
 
