@@ -175,6 +175,32 @@ def test_one_rank_computes_and_trains_with_every_weight_in_place():
     assert all(isinstance(p, DTensor) for p in mixed.model.parameters())
 
 
+@pytest.mark.parametrize("lora", [None, LoraSpec(rank=4, alpha=8.0)], ids=["every weight", "lora"])
+def test_a_checkpoint_written_with_fsdp_holding_the_trained_weights_resumes_on_one_plain_rank(
+    tmp_path, monkeypatch, lora
+):
+    # Runs checkpointed before every weight of a one-rank learner left FSDP hold DTensors in their files: they
+    # resume into plain tensors, and the next update is the one the run would have made.
+    import trainer.learner_worker as learner_worker
+
+    spec = {"lora": lora} if lora else {}
+    plain = learner_worker.one_rank_weights
+    with monkeypatch.context() as patch:
+        patch.setattr(learner_worker, "one_rank_weights", lambda m: {p for p in plain(m) if not p.requires_grad})
+        old = worker(**spec)
+    assert any(isinstance(p, DTensor) for p in old.model.parameters())
+    update(old)
+    old.save_checkpoint(str(tmp_path / "actor"))
+    expected = update(old)
+    resumed = worker(**spec)
+    assert not any(isinstance(p, DTensor) for p in resumed.model.parameters())
+    resumed.load_checkpoint(str(tmp_path / "actor"))
+    stats = update(resumed)
+    assert stats.losses["policy_loss"] == expected.losses["policy_loss"] and stats.grad_norm == expected.grad_norm
+    want, got = old.full_state_dict(), resumed.full_state_dict()
+    assert set(want) == set(got) and all(torch.equal(got[name], want[name]) for name in want)
+
+
 def test_learning_rate_schedule_by_hand():
     spec = OptimizerSpec(lr=1.0, warmup_steps=2, total_steps=6, schedule="cosine", min_lr_ratio=0.1)
     # warm-up: (k+1)/2 for k = 0, 1; then cosine from 1 down to 0.1 over the 4 remaining steps:
