@@ -108,7 +108,8 @@ def main() -> None:
     with torch.no_grad():
         for name, param in mixed.model.named_parameters():
             if param.requires_grad:
-                param.detach().to_local().copy_(trained[name].detach())  # FSDP's in bf16; one rank's own in float32
+                # FSDP holds the mixed worker's weights; the float32 learner's are plain tensors
+                param.detach().to_local().copy_(trained[name].detach())
     learner16, learner16_base = views(mixed)
 
     change = (truth - base32) * mask

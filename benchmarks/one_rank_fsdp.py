@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import statistics
 import time
 
@@ -63,7 +62,8 @@ def main() -> None:
     minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
     loss = PolicyLossSpec(value_clip=0.5)
     rl_spec = dataclasses.replace(learner_spec(config, model).actor, num_threads=args.threads)
-    sft_spec = dataclasses.replace(_sft_worker_spec(config, model, math.ceil(args.rows / 8)), num_threads=args.threads)
+    steps = (args.repeats + 1) * args.mini_batches  # the warm-up's schedule over the optimizer steps this run takes
+    sft_spec = dataclasses.replace(_sft_worker_spec(config, model, steps), num_threads=args.threads)
 
     plain_placement = learner_worker.one_rank_weights
 
