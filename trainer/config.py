@@ -57,6 +57,7 @@ ADVANTAGE_ESTIMATORS = tuple(ESTIMATORS)
 CRITIC_MODELS = ("auto", "separate", "shared")  # algo.critic_model
 CURRICULUM_MODES = ("none", "adaptive")  # curriculum.mode
 SHAPING_ENDS = ("keep", "zero")  # algo.shaping.end
+STEP_GROUP_KEYS = ("state", "distance")  # algo.step_groups.key
 ENGINES = engine_names(trainable=True)  # the engine table's rows that load new weights
 AGENT_ENV = "agent"  # env=agent: the episodes are an agent program's (trainer.agent_rollout)
 
@@ -102,6 +103,10 @@ class StepGroupsConfig:
 
     weight: float = 0.0  # omega: advantage += weight * step-level relative advantage; 0: off
     gamma: float = 0.95  # the discount over turns of each turn's return (GiGPO's 0.95)
+    # state: turns from the same position (info["state_key"], GiGPO's anchor state) form a group; distance: turns
+    # that start at the same solver distance to the goal, compared on rewards shaped in the progress form
+    # (end=keep, algo.shaping.coef), so with gamma 0 each turn is judged by how far it got against its peers
+    key: str = "state"
 
 
 @dataclass
@@ -521,6 +526,12 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
     )
     _require(steps.weight >= 0, f"algo.step_groups.weight must be >= 0 (0: off), got {steps.weight}")
     _require(0 <= steps.gamma <= 1, f"algo.step_groups.gamma must be in [0, 1], got {steps.gamma}")
+    check_choice("algo.step_groups.key", steps.key, STEP_GROUP_KEYS)
+    _require(
+        steps.key != "distance" or steps.weight == 0 or shaping.coef > 0,
+        "algo.step_groups.key=distance compares turns on their progress, which algo.shaping.coef prices: set "
+        "algo.shaping.coef > 0 (0.5 in the documented runs), or algo.step_groups.key=state",
+    )
     _require(
         not estimator.step_groups or steps.weight > 0,
         f"algo.advantage={algo.advantage} adds step-level group advantages: set algo.step_groups.weight > 0 "

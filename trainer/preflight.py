@@ -93,7 +93,8 @@ def _check_difficulty(config: TrainConfig, env: Any) -> None:
 
 def _check_state_info(config: TrainConfig, info: dict) -> None:
     """Shaping needs ``info["distance_to_goal"]`` (unless ``algo.shaping.required=false``: then it is off, said
-    once) and step groups ``info["state_key"]`` (see envs.core)."""
+    once) and step groups ``info["state_key"]`` (``info["distance_to_goal"]`` with ``algo.step_groups.key=distance``;
+    see envs.core)."""
     algo, env_id = config.algo, config.env["id"]
     needs = []
     if algo.shaping.coef != 0 and "distance_to_goal" not in info:
@@ -101,8 +102,9 @@ def _check_state_info(config: TrainConfig, info: dict) -> None:
             needs.append(("distance_to_goal", "algo.shaping.coef=0"))
         else:
             log.info('env=%s reports no info["distance_to_goal"]: progress shaping is off for this run', env_id)
-    if algo.step_groups.weight != 0 and "state_key" not in info:
-        needs.append(("state_key", "algo.step_groups.weight=0" if algo.advantage != "gigpo" else "algo=grpo"))
+    step_info = "distance_to_goal" if algo.step_groups.key == "distance" else "state_key"
+    if algo.step_groups.weight != 0 and step_info not in info and all(key != step_info for key, _ in needs):
+        needs.append((step_info, "algo.step_groups.weight=0" if algo.advantage != "gigpo" else "algo=grpo"))
     if needs:
         keys = " and ".join(f'info["{key}"]' for key, _ in needs)
         fixes = " and ".join(fix for _, fix in needs)

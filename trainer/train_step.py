@@ -26,7 +26,7 @@ import logging
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -318,7 +318,8 @@ def estimate_advantages(
     batch.advantages, batch.returns = ESTIMATORS[algo.advantage].compute(inputs, algo)
     metrics["advantage/episode_abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     if algo.step_groups.weight > 0:
-        step_term, step_metrics = _step_group_term(trajectories, turn_rewards, columns, mask, algo)
+        judged = turn_rewards if algo.step_groups.key == "state" else _progress_turn_rewards(trajectories, algo, step)
+        step_term, step_metrics = _step_group_term(trajectories, judged, columns, mask, algo)
         batch.advantages = batch.advantages + algo.step_groups.weight * step_term
         metrics.update(step_metrics)
         metrics["advantage/step_abs_mean"] = float(masked_mean((algo.step_groups.weight * step_term).abs(), mask))
@@ -372,6 +373,15 @@ def _shaped_turn_rewards(
     }
 
 
+def _progress_turn_rewards(trajectories: Sequence[Trajectory], algo: AlgoConfig, step: int) -> list[list[float]]:
+    """Each trajectory's turn rewards plus the shaping in its progress form (``end=keep``, whatever
+    ``algo.shaping.end``): what ``algo.step_groups.key=distance`` compares, so that a turn is judged by where it
+    led. With ``end=zero`` the last turn would earn its starting distance instead, and last turns would outrank
+    earlier turns from the same distance whatever they did."""
+    progress = replace(algo, shaping=replace(algo.shaping, end="keep"))
+    return _shaped_turn_rewards(trajectories, progress, step)[0]
+
+
 def _step_group_term(
     trajectories: Sequence[Trajectory],
     turn_rewards: Sequence[Sequence[float]],
@@ -379,11 +389,12 @@ def _step_group_term(
     mask: Tensor,
     algo: AlgoConfig,
 ) -> tuple[Tensor, dict[str, float]]:
-    """GiGPO's step-level advantage on every turn's tokens ``[B, L]`` (before the weight), and its metrics."""
+    """GiGPO's step-level advantage on every turn's tokens ``[B, L]`` (before the weight), and its metrics.
+
+    The groups' keys: each turn's starting position (``algo.step_groups.key=state``) or its starting distance to
+    the goal (``distance``); a turn without state info is a group of its own."""
     returns = [credit.turn_returns(rewards, algo.step_groups.gamma) for rewards in turn_rewards]
-    keys = [
-        key for t in trajectories for key in (t.turn_state_keys if t.has_state_info else [None] * len(t.turn_rewards))
-    ]
+    keys = [key for t in trajectories for key in _turn_group_keys(t, algo.step_groups.key)]
     flat = torch.tensor([r for row in returns for r in row], dtype=torch.float64)
     step = credit.step_group_advantages(flat, keys, normalize_std=algo.normalize_std)
     per_turn, start = [], 0
@@ -399,6 +410,14 @@ def _step_group_term(
         "credit/step_group_size_mean": statistics.fmean(grouped) if grouped else 0.0,
     }
     return credit.turn_values_to_tokens(per_turn, columns, mask), metrics
+
+
+def _turn_group_keys(trajectory: Trajectory, key: str) -> list[Hashable | None]:
+    if not trajectory.has_state_info:
+        return [None] * len(trajectory.turn_rewards)
+    if key == "distance":  # an unsolvable start (None) is a group of its own: no distance to compare at
+        return [None if d is None else ("distance", d) for d in trajectory.turn_distances_before]
+    return list(trajectory.turn_state_keys)
 
 
 def _progress_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:

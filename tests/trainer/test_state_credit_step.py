@@ -146,3 +146,36 @@ def test_episodes_without_state_info_get_no_step_term_and_no_shaping():
     assert metrics["shaping/return_mean"] == 0.0
     assert metrics["credit/step_signal_turn_fraction"] == 0.0
     assert "credit/progress_turn_fraction" not in metrics
+
+
+def distance_groups(end: str) -> AlgoConfig:
+    return group_algo(
+        "grpo",
+        shaping=ShapingConfig(coef=0.5, end=end),
+        step_groups=StepGroupsConfig(weight=1.0, gamma=0.0, key="distance"),
+    )
+
+
+def test_distance_groups_compare_each_turns_progress_with_the_turns_from_the_same_distance():
+    adv, metrics = advantages(distance_groups("keep"))
+    # progress-form rewards (coef 0.5): episode 1: 0 + 0.5 * (2 - 1) = 0.5, 1 + 0.5 * (1 - 0) = 1.5;
+    # episode 2: 0 + 0.5 * (2 - 2) = 0, 0 + 0.5 * (2 - 3) = -0.5. Gamma 0: each turn's return is its reward.
+    # Distance 2 holds three turns {0.5, 0, -0.5}, mean 0 -> +0.5, 0, -0.5; distance 1 one turn -> 0.
+    # Episode level (no std): shaped scores 2.0 and -0.5, mean 0.75 -> +1.25, -1.25.
+    assert adv[0, TURN0].tolist() == pytest.approx([1.75, 1.75])
+    assert adv[0, TURN1].tolist() == pytest.approx([1.25])
+    assert adv[1, TURN0].tolist() == pytest.approx([-1.25, -1.25])
+    assert adv[1, TURN1].tolist() == pytest.approx([-1.75])
+    assert metrics["credit/step_grouped_turn_fraction"] == 0.75
+    assert metrics["credit/step_signal_turn_fraction"] == 0.5
+
+
+def test_distance_groups_judge_a_last_turn_by_its_progress_whatever_the_shapings_end():
+    adv, _ = advantages(distance_groups("zero"))
+    # episode level with end=zero: shaping 0.5 + 0.5 and 0 + 1.0 (every episode 0.5 x the start's distance 2),
+    # scores 2.0 and 1.0, mean 1.5 -> +0.5, -0.5. The distance term as above: +0.5, 0, -0.5 on the three turns
+    # from distance 2. (End-zero rewards would have given episode 2's last turn, 2 -> 3, +0.5 over its peers.)
+    assert adv[0, TURN0].tolist() == pytest.approx([1.0, 1.0])
+    assert adv[0, TURN1].tolist() == pytest.approx([0.5])
+    assert adv[1, TURN0].tolist() == pytest.approx([-0.5, -0.5])
+    assert adv[1, TURN1].tolist() == pytest.approx([-1.0])

@@ -361,6 +361,14 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
             ["same shaping", "algo.advantage=grpo's group baseline removes", "algo.shaping.end=keep"],
         ),
         (["algo.step_groups.gamma=2"], ["algo.step_groups.gamma must be in [0, 1], got 2"]),
+        (
+            ["algo.step_groups.key=position"],
+            ["unknown algo.step_groups.key 'position'", "algo.step_groups.key=distance"],
+        ),
+        (
+            ["algo=gigpo", "algo.step_groups.key=distance"],
+            ["algo.step_groups.key=distance compares turns on their progress", "algo.shaping.coef > 0"],
+        ),
     ],
 )
 def test_usage_errors_name_the_fix(overrides, words):

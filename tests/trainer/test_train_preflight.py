@@ -58,6 +58,11 @@ def config_for(tmp_path: Path, *overrides: str):
         (["env.dim=3"], "a 3x3 room (outer walls included) has 1 inner cells, too few for 1 box(es)"),
         (["env=no-sandbox-test"], "environment 'no-sandbox-test' cannot be built: RuntimeError: CodeEnv cannot"),
         (["env=toolcall", "algo=gigpo"], 'env=toolcall reports no info["state_key"], which gigpo\'s state-based'),
+        (
+            ["env=toolcall", "algo.step_groups.weight=1", "algo.step_groups.key=distance"],
+            'env=toolcall reports no info["distance_to_goal"], which ppo\'s state-based credit needs: set '
+            "algo.step_groups.weight=0, or",
+        ),
         (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
         (["env=toolcall", "algo.shaping.required=true"], 'reports no info["distance_to_goal"], which ppo\'s'),
         (

@@ -32,7 +32,9 @@ credit, both pure functions over per-turn values:
   ``A = A^E + omega * A^S``, ``A^E`` the episode-level advantage (GRPO's in GiGPO; any estimator's here).
   Deviation: GiGPO forms step groups inside each episode group; here the key names the whole position
   (room included), so equal keys are equal states wherever they occur, and a step group may take turns
-  from episodes of other seeds that reached the same position.
+  from episodes of other seeds that reached the same position. A coarser key, the distance to the goal a turn
+  starts from (``algo.step_groups.key=distance``), groups turns that rarely share a position; the training step
+  then compares them on rewards shaped in the progress form (``end="keep"``), so a turn is judged by where it led.
 
 Shapes: ``B`` trajectories, ``T`` token columns, ``N`` turns of the whole batch.
 """
