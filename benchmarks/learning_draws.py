@@ -4,6 +4,7 @@
     python benchmarks/learning_draws.py --draws 2 --algo gigpo -- algo.group_size=4 algo.shaping.coef=0.5
     python benchmarks/learning_draws.py --draws 4 --warmup runs/w/policy  # reuse a warm-up policy
     python benchmarks/learning_draws.py --seeds 0 6000 --warmup runs/w/policy --out runs/d  # these draws, into runs/d
+    python benchmarks/learning_draws.py --seeds 0 6000 --warmup runs/w/policy --out runs/e --against runs/d -- ...
 
 What one run of the main command cannot say: how much of RL's gain is the draw of training levels. So:
 
@@ -23,6 +24,10 @@ Resuming: with ``--out`` naming a folder of an earlier run with the same setting
 evaluation, algorithm and overrides, recorded in ``<out>/settings.json``), the warm-up's evaluation and every
 finished draw (``<out>/draw_<seed>/draw.json``) are read back instead of run again, so a table can be
 assembled from several sessions; other settings in that folder are an error, not a silent mix.
+
+Comparing two methods: ``--against <folder>`` pairs each draw with the draw of the same training seed in another
+folder made from the same warm-up policy and evaluation (``against`` in the JSON): per held-out seed, success here
+minus there, so the draw's luck cancels out of the difference.
 
 Intervals: a draw's are normal intervals on 256 (or ``--eval-episodes``) per-seed values; the overall one
 is Student's t on the draws' gains (it counts the training draw as the unit, which is what varies most).
@@ -122,6 +127,39 @@ def same_settings(out: Path, args: argparse.Namespace, policy: Path) -> bool:
     return not any(out.glob("draw_*"))
 
 
+# What two folders must share for their draws to be paired: the start, the held-out seeds and the random numbers.
+_PAIRED_SETTINGS = (
+    "warmup_policy", "env_id", "env", "eval_episodes", "eval_seed", "temperature", "sampling_seed", "limits",
+)  # fmt: skip
+
+
+def against(out: Path, other: Path) -> dict:
+    """Each draw of ``out`` paired per held-out seed with the draw of the same training seed in ``other``, a folder
+    of the same warm-up and evaluation made with another algorithm or overrides: success here minus there, with a
+    95% interval, the levels gained and lost; over the draws in both, the mean difference with a t-interval.
+
+    Pairing two methods on the same training levels and held-out seeds removes both draws' luck from their
+    difference, which two unpaired tables of ``rl_minus_warmup`` keep.
+    """
+    ours, theirs = (json.loads((folder / "settings.json").read_text()) for folder in (out, other))
+    changed = [key for key in _PAIRED_SETTINGS if ours.get(key) != theirs.get(key)]
+    if changed:
+        raise SystemExit(f"{other} differs from {out} in {', '.join(changed)}: its draws cannot be paired with these")
+    draws = []
+    for run_dir in sorted(out.glob("draw_*"), key=lambda d: int(d.name.removeprefix("draw_"))):
+        here, there = run_dir / "held_out.jsonl", other / run_dir.name / "held_out.jsonl"
+        if not (here.exists() and there.exists()):
+            continue
+        a, b = per_seed_success(here), per_seed_success(there)
+        differences = [a[s] - b[s] for s in sorted(a.keys() & b.keys())]
+        draws.append({
+            "seed": int(run_dir.name.removeprefix("draw_")), "difference": interval(differences),
+            "gained": sum(d > 0 for d in differences), "lost": sum(d < 0 for d in differences),
+        })  # fmt: skip
+    means = [d["difference"]["mean"] for d in draws]
+    return {"folder": str(other), "draws": draws, "overall": interval(means, t=True) if means else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=4)
@@ -139,6 +177,9 @@ def main() -> None:
     parser.add_argument("--env", nargs="*", default=[], help="env.<key>=<value> overrides for training and evaluation")
     parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="an episode's turns (training, eval)")
     parser.add_argument("--max-total-tokens", type=int, default=DEFAULT_MAX_TOTAL_TOKENS, help="its token budget")
+    parser.add_argument(
+        "--against", default=None, help="a folder of draws from the same warm-up and evaluation: pair with its draws"
+    )
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="turngym-draws-"))
@@ -194,6 +235,8 @@ def main() -> None:
         "rl_wall_s_mean": statistics.fmean(d["rl_wall_s"] for d in report["draws"]),
         "peak_pss_gib_max": max(d["peak_pss_gib"] for d in report["draws"]),
     }
+    if args.against is not None:
+        report["against"] = against(out, Path(args.against))
     report["wall_s"] = time.perf_counter() - started
     (out / "learning_draws.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))

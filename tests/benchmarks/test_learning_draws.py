@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from agents.trajectory import Trajectory
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from learning_draws import interval, same_settings
+from learning_draws import against, interval, same_settings
 
 
 def _args(**changes) -> argparse.Namespace:
@@ -56,3 +58,40 @@ def test_intervals_by_hand() -> None:
     assert interval([0.0, 1.0, 1.0, 0.0])["ci95"] == pytest.approx(1.96 * 0.288675, rel=1e-5)
     assert interval([0.0, 1.0, 1.0, 0.0], t=True)["ci95"] == pytest.approx(3.182 * 0.288675, rel=1e-5)
     assert interval([0.3])["n"] == 1
+
+
+def _draws(folder: Path, args: argparse.Namespace, held_out: dict[int, list[bool]]) -> Path:
+    """A folder of draws: its settings and, per training seed, held-out episodes with these successes."""
+    folder.mkdir()
+    same_settings(folder, args, folder.parent / "policy")
+    for seed, successes in held_out.items():
+        run_dir = folder / f"draw_{seed}"
+        run_dir.mkdir()
+        rows = [{**_episode(10_000 + k), "success": ok} for k, ok in enumerate(successes)]
+        (run_dir / "held_out.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def _episode(seed: int) -> dict:
+    return Trajectory(
+        env_id="sokoban", seed=seed, group_id=str(seed), prompt_ids=[1], response_ids=[2], response_mask=[1]
+    ).to_dict()
+
+
+def test_draws_of_two_methods_pair_per_training_seed_and_held_out_seed(tmp_path: Path) -> None:
+    ours = _draws(tmp_path / "ours", _args(), {0: [True, True, False, True], 1000: [True, False, False, False]})
+    theirs = _draws(tmp_path / "theirs", _args(overrides=[]), {0: [False, True, False, False], 7: [True] * 4})
+    report = against(ours, theirs)
+    # only seed 0 is in both: differences +1, 0, 0, +1 -> mean 0.5, stdev sqrt(1/3), 2 gained, none lost
+    assert [d["seed"] for d in report["draws"]] == [0]
+    assert report["draws"][0]["difference"]["mean"] == 0.5
+    assert report["draws"][0]["difference"]["ci95"] == pytest.approx(1.96 * 0.288675, rel=1e-5)
+    assert (report["draws"][0]["gained"], report["draws"][0]["lost"]) == (2, 0)
+    assert report["overall"]["n"] == 1
+
+
+def test_draws_from_another_warm_up_or_evaluation_are_not_paired(tmp_path: Path) -> None:
+    ours = _draws(tmp_path / "ours", _args(), {0: [True]})
+    theirs = _draws(tmp_path / "theirs", _args(sampling_seed=None), {0: [False]})
+    with pytest.raises(SystemExit, match=r"differs from .* in sampling_seed: its draws cannot be paired"):
+        against(ours, theirs)
