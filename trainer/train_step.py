@@ -318,7 +318,9 @@ def estimate_advantages(
     batch.advantages, batch.returns = ESTIMATORS[algo.advantage].compute(inputs, algo)
     metrics["advantage/episode_abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     if algo.step_groups.weight > 0:
-        judged = turn_rewards if algo.step_groups.key == "state" else _progress_turn_rewards(trajectories, algo, step)
+        # position groups compare the rewards as shaped; distance groups the progress form, which end=keep already is
+        as_shaped = algo.step_groups.key == "state" or algo.shaping.end == "keep"
+        judged = turn_rewards if as_shaped else _progress_turn_rewards(trajectories, algo, step)
         step_term, step_metrics = _step_group_term(trajectories, judged, columns, mask, algo)
         batch.advantages = batch.advantages + algo.step_groups.weight * step_term
         metrics.update(step_metrics)
@@ -416,7 +418,7 @@ def _turn_group_keys(trajectory: Trajectory, key: str) -> list[Hashable | None]:
     if not trajectory.has_state_info:
         return [None] * len(trajectory.turn_rewards)
     if key == "distance":  # an unsolvable start (None) is a group of its own: no distance to compare at
-        return [None if d is None else ("distance", d) for d in trajectory.turn_distances_before]
+        return list(trajectory.turn_distances_before)
     return list(trajectory.turn_state_keys)
 
 
