@@ -164,6 +164,8 @@ class ModelConfig:
     critic_lr: float = 1e-5
     lora_rank: int = 0  # > 0: train LoRA adapters (peft) instead of every weight
     lora_alpha: float = 16.0
+    # with lora_rank > 0: adapters on the last N decoder layers only (null: all); the backward stops above the rest
+    lora_layers: int | None = None
     gradient_checkpointing: bool = False
     # with gradient_checkpointing: how many decoder layers, from the first, recompute their activations in the
     # backward (null: all); the rest keep theirs. Memory saved and time spent both grow with the count.
@@ -705,6 +707,10 @@ def _check_model(model: ModelConfig) -> None:
         bool(model.name.strip()), "model.name is empty: choose model=smollm2, model=tiny or model=<a model directory>"
     )
     _require(model.lora_rank >= 0, f"model.lora_rank must be >= 0, got {model.lora_rank}")
+    _require(
+        model.lora_layers is None or model.lora_layers >= 1,
+        f"model.lora_layers must be >= 1 (the last N decoder layers) or null (all), got {model.lora_layers}",
+    )
     _require(
         model.checkpoint_layers is None or model.checkpoint_layers >= 0,
         f"model.checkpoint_layers must be >= 0 or null (all layers), got {model.checkpoint_layers}",

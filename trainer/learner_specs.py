@@ -59,12 +59,17 @@ class OptimizerSpec:
 
 @dataclass(frozen=True)
 class LoraSpec:
-    """LoRA adapters (peft) on every linear layer of the decoder; ``rank`` 0 trains every weight."""
+    """LoRA adapters (peft) on every linear layer of the decoder; ``rank`` 0 trains every weight.
+
+    ``layers``: only the last ``layers`` decoder layers carry adapters (``None``: every layer; as many as the model
+    has or more: every layer too). The layers below then train nothing, so the backward stops above them.
+    """
 
     rank: int = 0
     alpha: float = 16.0
     dropout: float = 0.0
     target_modules: str | tuple[str, ...] = "all-linear"
+    layers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,12 +181,39 @@ def with_lora(model: nn.Module, spec: LoraSpec) -> nn.Module:
     except ImportError as exc:
         raise ImportError('LoRA needs peft: pip install "turngym[lora]"') from exc
     targets = spec.target_modules if isinstance(spec.target_modules, str) else list(spec.target_modules)
+    if spec.layers is not None:
+        targets = top_layer_targets(model, spec.layers, targets)
     config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout, target_modules=targets)
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=PEFT_DEPRECATION_MESSAGE, category=FutureWarning, module=r"transformers\.modeling_utils"
         )
         return get_peft_model(model, config)
+
+
+def top_layer_targets(model: nn.Module, count: int, targets: str | list[str]) -> list[str]:
+    """The full names of the linear modules that ``targets`` (``"all-linear"`` or module names) picks in the last
+    ``count`` decoder layers of ``model``: peft's ``layers_to_transform`` refuses ``"all-linear"``, and a list of
+    full names says the same thing for any architecture whose layers :func:`decoder_layers` finds."""
+    if count < 1:
+        raise ValueError(f"LoRA on the last {count} decoder layers: the count must be at least 1")
+    layers = decoder_layers(model)
+    if not layers:
+        name = type(model).__name__
+        raise ValueError(f"{name} lists no decoder layers (_no_split_modules): cannot choose the last {count}")
+    chosen = {id(layer) for layer in layers[-count:]}
+    names: list[str] = []
+    for layer_name, layer in model.named_modules():
+        if id(layer) not in chosen:
+            continue
+        for name, module in layer.named_modules():
+            if not isinstance(module, nn.Linear) or not name:
+                continue
+            if targets == "all-linear" or name.rsplit(".", 1)[-1] in targets:
+                names.append(f"{layer_name}.{name}")
+    if not names:
+        raise ValueError(f"no linear module named {targets} in the last {count} decoder layers")
+    return names
 
 
 def merge_lora_state_dict(state: dict[str, Tensor], spec: LoraSpec) -> dict[str, Tensor]:

@@ -420,19 +420,25 @@ class ModelWorker:
         with _layers_keep_cache(self.model):
             layers, hidden = self.model.prefix_keys_values(batch.input_ids[:1, :shared].to(self.device))
             read = layers  # without a gradient the micro-batches read the prefix's keys/values as they are
-            if training:
-                read = [(keys.detach().requires_grad_(), values.detach().requires_grad_()) for keys, values in layers]
+            if training:  # a layer below every adapter (model.lora_layers) gives its keys/values no gradient
+                read = [(_leaf(keys), _leaf(values)) for keys, values in layers]
             self._prefix = SharedPrefix(shared, read, cache_keyword(self.model))
             try:
                 yield
             finally:
                 self._prefix = None
             if training:
-                produced = [tensor for pair in layers for tensor in pair] + [hidden]
-                grads = [torch.zeros_like(leaf) if leaf.grad is None else leaf.grad for pair in read for leaf in pair]
+                pairs = [
+                    (tensor, leaf)
+                    for pair, leaves in zip(layers, read, strict=True)
+                    for tensor, leaf in zip(pair, leaves, strict=True)
+                    if tensor.requires_grad
+                ]
+                produced = [tensor for tensor, _ in pairs]
+                grads = [torch.zeros_like(leaf) if leaf.grad is None else leaf.grad for _, leaf in pairs]
                 # the last hidden state's zero gradient takes the backward through every layer's output, in order,
                 # so FSDP gathers each layer's weights before its part of this backward as it does in any other
-                torch.autograd.backward(produced, [*grads, torch.zeros_like(hidden)])
+                torch.autograd.backward([*produced, hidden], [*grads, torch.zeros_like(hidden)])
 
     def _on_every_rank(self, flag: bool) -> bool:
         """Whether ``flag`` holds on every rank: where it decides a forward of its own (FSDP's collectives need every
@@ -881,6 +887,11 @@ def _left_pad(values: Tensor, length: int) -> Tensor:
     if values.shape[1]:
         out[:, length - values.shape[1] :] = values
     return out
+
+
+def _leaf(tensor: Tensor) -> Tensor:
+    """``tensor`` detached, a leaf that collects its gradient where ``tensor`` has one to pass on."""
+    return tensor.detach().requires_grad_(tensor.requires_grad)
 
 
 def _stack_padded(chunks: list[Tensor], length: int) -> Tensor:

@@ -178,7 +178,7 @@ def learner_spec(config: TrainConfig, model_path: str, hardware: Hardware | None
         "logits_chunk_size": config.trainer.logits_chunk_size,
         "seed": config.trainer.seed,
     }
-    lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha)
+    lora = LoraSpec(rank=config.model.lora_rank, alpha=config.model.lora_alpha, layers=config.model.lora_layers)
     checkpointing = {
         "gradient_checkpointing": config.model.gradient_checkpointing,
         "checkpoint_layers": config.model.checkpoint_layers,

@@ -44,13 +44,13 @@ def batch() -> TrainBatch:
     return out
 
 
-def colocated_worker(lora_rank: int = 4, value_head: bool = False) -> ColocatedWorker:
+def colocated_worker(lora_rank: int = 4, value_head: bool = False, lora_layers: int | None = None) -> ColocatedWorker:
     optimizer = OptimizerSpec(lr=5e-2, warmup_steps=0, total_steps=10, schedule="constant")
     spec = WorkerSpec(
         "actor",
         str(tiny_model_path()),
         optimizer,
-        lora=LoraSpec(rank=lora_rank, alpha=8.0),
+        lora=LoraSpec(rank=lora_rank, alpha=8.0, layers=lora_layers),
         value_head=optimizer if value_head else None,
     )
     worker = ColocatedWorker(spec, 0, 1, INIT)
@@ -109,9 +109,13 @@ async def generate_as_merged(worker: ColocatedWorker, merged_from: ColocatedWork
     return ours
 
 
-@pytest.mark.parametrize("merge_adapters", [True, False], ids=["merged", "unmerged"])
-def test_the_colocated_engine_samples_the_learners_current_policy(merge_adapters):
-    worker = colocated_worker()
+@pytest.mark.parametrize(
+    ("merge_adapters", "lora_layers"),
+    [(True, None), (False, None), (True, 1)],
+    ids=["merged", "unmerged", "merged-last-layer-only"],
+)
+def test_the_colocated_engine_samples_the_learners_current_policy(merge_adapters, lora_layers):
+    worker = colocated_worker(lora_layers=lora_layers)
     asyncio.run(worker.close())  # no engine yet (a run stopped during its start-up): nothing to close, no error
     options = EngineOptions(max_batch_size=4, max_context=None, seed=0, merge_adapters=merge_adapters)
     assert worker.start_engine(options) == ColocatedWorker.engine_name == "hf"  # the name the client is given

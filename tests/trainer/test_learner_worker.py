@@ -82,6 +82,33 @@ def test_lora_trains_adapters_and_exports_merged_weights():
     assert (plain(ids).logits - base(ids).logits).abs().max() > 1e-3  # the adapters did change the model
 
 
+def test_lora_on_the_last_layers_trains_and_exports_only_them():
+    """The tiny model has 2 decoder layers: adapters on the last one leave the first one's weights as loaded."""
+    from transformers import AutoModelForCausalLM
+
+    w = worker(lora=LoraSpec(rank=4, alpha=8.0, layers=1))
+    trainable = {n for n, p in w.model.named_parameters() if p.requires_grad}
+    assert len(trainable) == 14 and all(".layers.1." in n and "lora_" in n for n in trainable)  # 7 linears x A, B
+    for _ in range(2):
+        update(w)
+    assert all(p.grad is None or p.grad.abs().sum() > 0 for n, p in w.model.named_parameters() if n in trainable)
+    merged = w.full_state_dict()
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_path()).state_dict()
+    changed = {n for n, t in merged.items() if n in base and not torch.equal(t, base[n])}
+    assert changed and all(".layers.1." in n for n in changed)  # the first layer exports bit for bit as loaded
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_path())
+    plain.load_state_dict(merged, strict=False)
+    ids = batch().input_ids
+    with torch.no_grad():
+        torch.testing.assert_close(plain(ids).logits, w.model(ids).logits, atol=1e-5, rtol=0)
+    # As many layers as the model has, or more: every layer, as with no count.
+    every = {n for n, p in worker(lora=LoraSpec(rank=4, alpha=8.0)).model.named_parameters() if p.requires_grad}
+    more = worker(lora=LoraSpec(rank=4, alpha=8.0, layers=5)).model.named_parameters()
+    assert {n for n, p in more if p.requires_grad} == every and len(every) == 28
+    with pytest.raises(ValueError, match="at least 1"):
+        worker(lora=LoraSpec(rank=4, alpha=8.0, layers=0))
+
+
 def test_export_and_checkpoint_round_trip(tmp_path):
     w = worker()
     update(w)

@@ -287,3 +287,30 @@ def test_a_warm_up_step_of_every_weight_runs_the_shared_prefix_once_with_the_sam
     assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-4
     for name, tensor in full.items():
         torch.testing.assert_close(after[name], tensor, atol=1e-5, rtol=0, msg=name)
+
+
+def test_adapters_on_the_last_layer_only_update_as_the_full_rows_do_and_build_no_graph_below_it():
+    """``model.lora_layers``: the first layer carries no adapter, so neither the shared prefix's keys/values nor any
+    micro-batch's activations there need a gradient; the update is still the full rows' one."""
+    from trainer.learner_specs import decoder_layers
+
+    batch = sokoban_like_batch()
+    agg = Aggregation("token-mean", float(batch.response_mask.sum()), float(len(batch)))
+    lora = LoraSpec(rank=4, alpha=8.0, layers=1)
+    actors = twins(OptimizerSpec(lr=1e-2), lora=lora, value_head=OptimizerSpec(lr=1e-1))
+    needs_grad: list[bool] = []
+    first, last = decoder_layers(actors[True].model)
+    for layer in (first, last):
+        layer.register_forward_hook(lambda _m, _args, out: needs_grad.append(out[0].requires_grad))
+    before = trained(actors[True])
+    stats = {
+        share: actor.update_policy(batch, agg, PolicyLossSpec(temperature=0.7), 1) for share, actor in actors.items()
+    }
+    assert stats[True].grad_norm == pytest.approx(stats[False].grad_norm, rel=1e-4) and stats[True].grad_norm > 0
+    # the prefix's forward, then one per row: the first layer's outputs never need a gradient, the last one's do
+    assert needs_grad == [False, True] * 5
+    after, plain_after = trained(actors[True]), trained(actors[False])
+    assert all(".layers.1." in n or "value_head" in n for n in after)
+    assert max((after[n] - before[n]).abs().max().item() for n in after) > 1e-4
+    for name, tensor in plain_after.items():
+        torch.testing.assert_close(after[name], tensor, atol=1e-5, rtol=0, msg=name)

@@ -90,6 +90,13 @@ def test_ppo_runs_the_reference_when_asked_for_its_kl_metric():
     assert learner_spec(config_of("algo.reference=true"), str(tiny_model_path()), CPU).reference is not None
 
 
+def test_the_actor_and_a_separate_critic_carry_adapters_on_the_layers_asked_for():
+    config = config_of("model.lora_rank=4", "model.lora_layers=1", "algo.critic_model=separate")
+    spec = learner_spec(config, str(tiny_model_path()), CPU)
+    assert spec.actor.lora.layers == spec.critic.lora.layers == 1
+    assert learner_spec(config_of("model.lora_rank=4"), str(tiny_model_path()), CPU).actor.lora.layers is None
+
+
 @pytest.mark.parametrize(
     ("overrides", "models"),
     [

@@ -317,6 +317,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["model.critic_lr=-1e-5"], ["model.critic_lr must be > 0"]),
         (["model.lora_rank=-1"], ["model.lora_rank must be >= 0, got -1"]),
         (["model.checkpoint_layers=-1"], ["model.checkpoint_layers must be >= 0 or null (all layers), got -1"]),
+        (["model.lora_layers=0"], ["model.lora_layers must be >= 1 (the last N decoder layers) or null (all), got 0"]),
         (["optim.schedule=linear"], ["unknown optim.schedule 'linear'", "optim.schedule=cosine"]),
         (["trainer.precision=fp16"], ["unknown trainer.precision 'fp16'", "trainer.precision=bf16-mixed"]),
         (["optim.betas=[0.9]"], ["optim.betas must be two numbers"]),
