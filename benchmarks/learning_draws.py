@@ -51,7 +51,13 @@ from agents.trajectory import read_trajectories
 
 # The embedded model's RL settings (configs/training/model/smollm2.yaml): a policy directory loads as model=hf.
 DEFAULT_MAX_TURNS, DEFAULT_MAX_TOTAL_TOKENS = 3, 1024  # the main command's episodes
-SMOLLM2_RL = ["model.lr=1e-4", "model.critic_lr=1e-3", "model.lora_rank=32", "model.lora_alpha=64.0"]
+SMOLLM2_RL = [
+    "model.lr=2e-4",
+    "model.critic_lr=1e-3",
+    "model.lora_rank=32",
+    "model.lora_alpha=64.0",
+    "model.lora_layers=15",
+]
 # Student's t quantile for a two-sided 95% interval, by degrees of freedom (draws - 1).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 

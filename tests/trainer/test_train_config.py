@@ -187,13 +187,13 @@ def test_each_model_file_composes(model, tmp_path):
         return
     config = train_config(*overrides)
     expected = {
-        "smollm2": (model, 1e-4, 1e-3),  # LoRA adapters (rank 32): rates of adapters, not of every weight
+        "smollm2": (model, 2e-4, 1e-3),  # LoRA adapters (rank 32): rates of adapters, not of every weight
         "tiny": (model, 1e-3, 1e-3),
         "hf": (str(tiny_model_path()), 1e-6, 1e-5),
     }[model]
     assert (config.model.name, config.model.lr, config.model.critic_lr) == expected
-    lora = (32, 64.0) if model == "smollm2" else (0, 16.0)
-    assert (config.model.lora_rank, config.model.lora_alpha) == lora
+    lora = (32, 64.0, 15) if model == "smollm2" else (0, 16.0, None)  # SmolLM2: the last 15 of its 30 layers
+    assert (config.model.lora_rank, config.model.lora_alpha, config.model.lora_layers) == lora
     # no RL update recomputes its activations by default; SmolLM2's switch, when turned on, recomputes half its layers
     checkpointing = (False, 15) if model == "smollm2" else (False, None)
     assert (config.model.gradient_checkpointing, config.model.checkpoint_layers) == checkpointing
