@@ -34,7 +34,7 @@ from agents.models import tiny_model_path
 from trainer.algos import LOSS_AGG_MODES, Aggregation, PolicyLossSpec
 from trainer.batch import TrainBatch
 from trainer.learner import Learner, LearnerSpec, WorkerGroup
-from trainer.learner_specs import OptimizerSpec, WorkerSpec
+from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec
 from trainer.learner_worker import shared_prefix_length
 from trainer.ray_cluster import import_ray, init_ray
 
@@ -76,7 +76,7 @@ def make_batch() -> TrainBatch:
 
 @pytest.fixture(scope="module")
 def groups():
-    init_ray(num_cpus=9, object_store_memory=200 * 1024**2)  # the groups hold 7, two tests start 2 more
+    init_ray(num_cpus=12, object_store_memory=200 * 1024**2)  # the groups hold 10, two tests start 2 more
     path = str(tiny_model_path())
     options = {"num_cpus": 1, "wait": False}  # the seven ranks load at once
     one = WorkerGroup(WorkerSpec("actor", path, OPTIMIZER, num_threads=1), world_size=1, **options)
@@ -85,9 +85,14 @@ def groups():
     critic_two = WorkerGroup(WorkerSpec("critic", path, OPTIMIZER, num_threads=1), world_size=2, **options)
     full = WorkerSpec("actor", path, OPTIMIZER, num_threads=1, share_prefix=False)
     one_full = WorkerGroup(full, world_size=1, **options)
-    for group in (one, two, critic_one, critic_two, one_full):
+    # LoRA on the last of the tiny model's 2 layers: the first one, frozen and sharded on two ranks, runs no backward
+    last = WorkerSpec("actor", path, OPTIMIZER, LoraSpec(rank=4, alpha=8.0, layers=1), num_threads=1)
+    last_one, last_two = (WorkerGroup(last, world_size=n, **options) for n in (1, 2))
+    built = {"one": one, "two": two, "critic_one": critic_one, "critic_two": critic_two, "one_full": one_full}
+    built.update(last_one=last_one, last_two=last_two)
+    for group in built.values():
         group.wait_ready()
-    yield {"one": one, "two": two, "critic_one": critic_one, "critic_two": critic_two, "one_full": one_full}
+    yield built
     import_ray().shutdown()
 
 
@@ -95,7 +100,7 @@ def groups():
 def initial(groups, tmp_path_factory):
     """Each group's starting point on disk, reloaded before every update; and the scored batch."""
     directory = tmp_path_factory.mktemp("initial")
-    for name in ("one", "two", "critic_one", "critic_two", "one_full"):
+    for name in ("one", "two", "critic_one", "critic_two", "one_full", "last_one", "last_two"):
         asyncio.run(groups[name].save_checkpoint(directory / name))
     batch = make_batch()
     old = asyncio.run(groups["one"].compute_logprobs(batch, 1.0, 5))
@@ -157,6 +162,23 @@ def test_policy_update_is_independent_of_micro_batch_and_ranks(groups, initial, 
     start = asyncio.run(groups["one"].full_state_dict())
     moved = max((reference_weights[k] - start[k]).abs().max().item() for k in start)
     assert moved > 1e-4
+
+
+def test_adapters_on_the_last_layer_update_alike_on_one_rank_and_two(groups, initial):
+    directory, batch = initial
+    reference_stats, reference_weights = run_policy_update(
+        groups["last_one"], directory / "last_one", batch, "token-mean", len(batch)
+    )
+    assert reference_stats["grad_norm"] > 0
+    for name, micro in (("last_one", 1), ("last_two", len(batch)), ("last_two", 1)):
+        stats, weights = run_policy_update(groups[name], directory / name, batch, "token-mean", micro)
+        assert stats["grad_norm"] == pytest.approx(reference_stats["grad_norm"], rel=1e-4), (name, micro)
+        for key, tensor in reference_weights.items():
+            torch.testing.assert_close(weights[key], tensor, atol=1e-5, rtol=0, msg=f"{name} micro={micro} {key}")
+    asyncio.run(groups["last_one"].load_checkpoint(directory / "last_one"))
+    start = asyncio.run(groups["last_one"].full_state_dict())
+    moved = {k for k in start if (reference_weights[k] - start[k]).abs().max() > 1e-4}
+    assert moved and all(".layers.1." in k for k in moved)  # the merged weights moved in the last layer only
 
 
 def test_the_policy_exported_by_two_ranks_is_one_ranks_bit_for_bit(groups, initial, tmp_path):
