@@ -49,17 +49,19 @@ from learning_run import TreeMemory
 
 from agents.trajectory import read_trajectories
 
-# The embedded model's RL settings (configs/training/model/smollm2.yaml): a policy directory loads as model=hf.
 DEFAULT_MAX_TURNS, DEFAULT_MAX_TOTAL_TOKENS = 3, 1024  # the main command's episodes
-SMOLLM2_RL = [
-    "model.lr=2e-4",
-    "model.critic_lr=1e-3",
-    "model.lora_rank=32",
-    "model.lora_alpha=64.0",
-    "model.lora_layers=15",
-]
 # Student's t quantile for a two-sided 95% interval, by degrees of freedom (draws - 1).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def smollm2_rl() -> list[str]:
+    """The embedded model's RL settings (``configs/training/model/smollm2.yaml``) as overrides: a policy directory
+    loads as ``model=hf``, whose own settings are those of full fine-tuning."""
+    from trainer.config import compose_train_config
+
+    model = compose_train_config(["env=sokoban", "model=smollm2"]).model  # the env changes no model setting
+    keys = ("lr", "critic_lr", "lora_rank", "lora_alpha", "lora_layers")
+    return [f"model.{key}={'null' if model[key] is None else model[key]}" for key in keys]
 
 
 def interval(values: list[float], *, t: bool = False) -> dict[str, float]:
@@ -215,7 +217,7 @@ def main() -> None:
             continue
         command = [
             sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}",
-            f"model={policy}", *SMOLLM2_RL, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
+            f"model={policy}", *smollm2_rl(), "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
             f"trainer.run_dir={run_dir}", "trainer.progress=false", *limits, *args.overrides,
         ]  # fmt: skip
         wall_s, memory = run_timed(command)
