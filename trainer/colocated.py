@@ -18,7 +18,11 @@ shard), so
 * with the critic's value head on the actor (PPO's default with LoRA) the engine applies that head too, to the
   hidden state each sampled token came from (``Generation.values``, dynamic decode only), so an on-policy step
   takes the old logprobs and the values from the rollout and skips the scoring forward
-  (:func:`trainer.train_step.score_batch`).
+  (:func:`trainer.train_step.score_batch`);
+* with the adapters on the last layers only (``model.lora_layers``) the engine keeps the input of the first adapted
+  layer at every position it computes (:mod:`agents.engines.layer_inputs`, ``engine.share_frozen_layers``), and the
+  update's forward starts there instead of running the frozen layers below again
+  (:mod:`trainer.learner_worker`, "Frozen layers from the engine"); a weight sync empties that store.
 
 Rollouts and updates alternate: the training loop awaits a step's rollout before it updates, and the engine
 holds its running sequences back while an update of the version is queued (:mod:`agents.engines.hf`), so
@@ -51,9 +55,10 @@ import torch
 from torch import nn
 
 from agents.engines.base import WeightSync
+from agents.engines.layer_inputs import LayerInputs
 from agents.engines.merged_lora import lora_layers
 from trainer.engine_actor import EngineClient, EngineHost
-from trainer.learner_specs import PEFT_DEPRECATION_MESSAGE
+from trainer.learner_specs import PEFT_DEPRECATION_MESSAGE, decoder_layers, first_trained_layer
 from trainer.learner_worker import ModelWorker
 
 __all__ = ["ColocatedEngineClient", "ColocatedWorker", "EngineOptions", "shared_weights_model"]
@@ -138,10 +143,13 @@ class EngineOptions:
         seed: int | None,
         cuda_graphs: bool | None = None,
         merge_adapters: bool = True,
+        share_frozen_layers: bool = True,
     ) -> None:
         self.max_batch_size, self.max_context, self.seed = max_batch_size, max_context, seed
         self.cuda_graphs = cuda_graphs  # the hf engine's option (None: its default, off)
         self.merge_adapters = merge_adapters  # sample with LoRA adapters merged (when the actor has them)
+        # the engine keeps the first trained layer's inputs for the update (when the layers below it are frozen)
+        self.share_frozen_layers = share_frozen_layers
 
 
 class ColocatedWorker(ModelWorker, EngineHost):
@@ -168,6 +176,9 @@ class ColocatedWorker(ModelWorker, EngineHost):
             raise RuntimeError("start_engine needs the model: call setup() first")
         _, static = decode_mode(torch.device(self.device), options.cuda_graphs, None)
         shared = shared_weights_model(self.model)
+        first = first_trained_layer(self.model)
+        share = options.share_frozen_layers and not static and not self.spec.mixed_precision
+        self.layer_inputs = LayerInputs(first) if share and 0 < first < len(decoder_layers(self.model)) else None
         self.engine = HfEngine(
             shared,
             device=str(self.device),
@@ -177,6 +188,7 @@ class ColocatedWorker(ModelWorker, EngineHost):
             cuda_graphs=options.cuda_graphs,
             value_head=None if static else self.value_head,  # the learner's own head, as it trains
             merge_adapters=options.merge_adapters and bool(lora_layers(shared)),
+            layer_inputs=self.layer_inputs,
         )
         self.instance_id = uuid.uuid4().hex
         return self.engine.name
@@ -214,8 +226,15 @@ class ColocatedWorker(ModelWorker, EngineHost):
     update_value = _learner_call(ModelWorker.update_value)
     full_state_dict = _learner_call(ModelWorker.full_state_dict)
     save_checkpoint = _learner_call(ModelWorker.save_checkpoint)
-    load_checkpoint = _learner_call(ModelWorker.load_checkpoint)
     save_pretrained = _learner_call(ModelWorker.save_pretrained)
+
+    def load_checkpoint(self, directory: str) -> None:
+        """:meth:`ModelWorker.load_checkpoint` with the weights unmerged; the engine's layer inputs are dropped, since
+        they came from the weights before."""
+        if self.layer_inputs is not None:
+            self.layer_inputs.clear()
+        with self._learner_weights():
+            ModelWorker.load_checkpoint(self, directory)
 
 
 class ColocatedEngineClient(EngineClient):

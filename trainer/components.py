@@ -338,6 +338,7 @@ def _start_colocated(
         plan.engine.seed,
         plan.engine.cuda_graphs,
         merge_adapters=config.engine.merge_adapters,
+        share_frozen_layers=config.engine.share_frozen_layers,
     )
     learner = _start_learner(config, plan, options, wait=wait)
     log.info("the engine (%s) runs in the actor's process, on its weights", config.engine.kind)

@@ -185,6 +185,9 @@ class EngineConfig:
     # hf colocated with a LoRA actor: sample with the adapters merged into the shared base weights, unmerged bit
     # for bit before every learner call (trainer.colocated); false: the adapters' products beside every layer
     merge_adapters: bool = True
+    # hf colocated with adapters on the last layers only: the engine keeps the first adapted layer's inputs as it
+    # samples, and the update starts its forward there (trainer.learner_worker); false: the update runs every layer
+    share_frozen_layers: bool = True
     num_cpus: float = 1.0  # hf: the engine actor's CPU share (and torch threads)
     # hf: times a dead engine is restarted: the engine actor by Ray (the loop then syncs the weights again), or with
     # placement=colocated the actor's process that runs it, by the run, from the last checkpoint (trainer.faults)

@@ -75,9 +75,10 @@ class EngineHost:
     async def stats(self) -> EngineStats:
         return self.engine.stats()
 
-    async def drop_prefix_cache(self) -> None:
+    async def drop_prefix_cache(self, keep_layer_inputs: bool = False) -> None:
         if isinstance(self.engine, DropsPrefixCache):
-            await self.engine.drop_prefix_cache()
+            # only an engine that keeps layer inputs is asked to keep them (agents.engines.hf)
+            await self.engine.drop_prefix_cache(**({"keep_layer_inputs": True} if keep_layer_inputs else {}))
 
     async def forget_prefix(self, token_ids: Sequence[int]) -> None:
         if isinstance(self.engine, ForgetsPrefixes):
@@ -127,9 +128,10 @@ class EngineClient:
         """The engine actor's instance id: it changes each time Ray restarts the actor."""
         return await self.handle.instance.remote()
 
-    async def drop_prefix_cache(self) -> None:
-        """Empty the engine's prefix cache, if its engine has one that can be (else nothing happens)."""
-        await self.handle.drop_prefix_cache.remote()
+    async def drop_prefix_cache(self, keep_layer_inputs: bool = False) -> None:
+        """Empty the engine's prefix cache, if its engine has one that can be (else nothing happens); with
+        ``keep_layer_inputs`` an engine that keeps layer inputs (the colocated one) keeps those."""
+        await self.handle.drop_prefix_cache.remote(keep_layer_inputs)
 
     async def forget_prefix(self, token_ids: Sequence[int]) -> None:
         """Drop a finished episode's cached prefixes, if its engine can (else nothing happens)."""

@@ -146,6 +146,16 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     return [m for m in model.modules() if any(cls.__name__ in names for cls in type(m).__mro__)]
 
 
+def first_trained_layer(model: nn.Module) -> int:
+    """The index of ``model``'s first decoder layer with a trained parameter: every weight that computes its input
+    (the embeddings, the layers below) is frozen. 0 when the embeddings or the first layer train; the number of
+    layers when none trains."""
+    if any(p.requires_grad for p in model.get_input_embeddings().parameters()):
+        return 0
+    layers = decoder_layers(model)
+    return next((i for i, layer in enumerate(layers) if any(p.requires_grad for p in layer.parameters())), len(layers))
+
+
 def disable_dropout(model: nn.Module) -> None:
     """PPO's ratio needs the same function at rollout and update: dropout off."""
     for module in model.modules():

@@ -48,6 +48,16 @@ time, forward and backward (:func:`trainer.algos.chunked_token_logprobs`): no ``
 logits tensor exists, and the value head reads the same hidden states. Both run inside ``head_outputs``, a
 second forward method of the root FSDP unit (:func:`_register_head_outputs`), so FSDP's hooks run as around
 ``forward``. ``0`` keeps the model's own forward (logits of every kept position).
+
+Frozen layers from the engine (``ModelWorker.layer_inputs``, set by the colocated worker of :mod:`trainer.colocated`).
+With the adapters on the last layers only, every weight below the first adapted layer ``k`` is frozen, so the
+input of layer ``k`` at each position is a function of the tokens before it alone, and the colocated engine
+computed it, with the same weights, while it sampled the rollout (:mod:`agents.engines.layer_inputs`). An update's
+micro-batch of one row behind the call's shared prefix then runs the decoder from layer ``k``, on those inputs
+(``inputs_embeds``, the layers below left out of the forward), and the frozen layers run once a step instead of
+twice. Their outputs are the engine's: equal to the learner's own up to float rounding (a batched decode sums in
+another order). A row the store cannot cover (a position never computed, or the store emptied) runs in full, as
+does every scoring call, so the check of the engine's logprobs stays a forward of the learner's own.
 """
 
 from __future__ import annotations
@@ -66,6 +76,7 @@ from torch import Tensor, nn
 from torch.distributed.tensor import DTensor
 from transformers.cache_utils import Cache, DynamicLayer
 
+from agents.engines.layer_inputs import LayerInputs
 from agents.memory import map_large_allocations, peak_resident_mib, return_free_memory
 from agents.models import cache_keyword
 from trainer.algos import (
@@ -113,6 +124,9 @@ class ModelWorker:
         self.value_head: nn.Linear | None = None
         self._features: list[Tensor] | None = None  # the vocabulary head's inputs, while a forward captures them
         self._prefix: SharedPrefix | None = None  # the rows' common first tokens, while a call that shares them runs
+        self.layer_inputs: LayerInputs | None = None  # the engine's inputs of the first trained layer (docstring)
+        self._reading_layer_inputs = False  # while an update runs, micro-batches start at that layer where they can
+        self._from_layer_inputs = False  # whether the last forward started there
 
     # ------------------------------------------------------------------------------------------ set-up
     def setup(self) -> dict[str, Any]:
@@ -294,11 +308,17 @@ class ModelWorker:
         """:meth:`_policy_outputs` from the decoder's last hidden state at the response's positions only, the
         vocabulary head applied a chunk of positions at a time (:func:`trainer.algos.chunked_token_logprobs`)."""
         rows, columns = _response_region(mb).nonzero(as_tuple=True)  # the scored tokens, [N] each
-        body, hidden_index = self._body_inputs(mb, rows, columns)
+        body, hidden_index, first_layer = self._body_inputs(mb, rows, columns)
         targets = mb.input_ids[rows, columns].to(self.device)
         chunk, entropy_wanted = self.spec.logits_chunk_size, with_entropy != "none"
         logprobs, entropy, features = self.model.head_outputs(
-            body, hidden_index, targets, temperature=temperature, chunk_size=chunk, entropy=entropy_wanted
+            body,
+            hidden_index,
+            targets,
+            temperature=temperature,
+            chunk_size=chunk,
+            entropy=entropy_wanted,
+            first_layer=first_layer,
         )
         index, shape = (rows.to(self.device), columns.to(self.device)), mb.input_ids.shape
         if entropy is not None and with_entropy != "grad":  # logged only: no gradient through it
@@ -308,9 +328,11 @@ class ModelWorker:
             values = _scatter(self.value_head(features.detach().float()).squeeze(-1), index, shape)
         return _scatter(logprobs, index, shape), _scatter(entropy, index, shape), values
 
-    def _body_inputs(self, mb: TrainBatch, rows: Tensor, columns: Tensor) -> tuple[dict[str, Tensor], tuple]:
-        """The decoder's inputs for ``mb`` (packed as :meth:`_forward` packs), and the index into its last hidden
-        state ``[B, T, H]`` of the position that predicts each token ``(rows, columns)`` (the one before it).
+    def _body_inputs(self, mb: TrainBatch, rows: Tensor, columns: Tensor) -> tuple[dict[str, Tensor], tuple, int]:
+        """The decoder's inputs for ``mb`` (packed as :meth:`_forward` packs), the index into its last hidden
+        state ``[B, T, H]`` of the position that predicts each token ``(rows, columns)`` (the one before it), and
+        the decoder layer the forward starts at (0, or during an update the first trained layer, whose inputs
+        come from the engine: module docstring, "Frozen layers from the engine").
 
         Behind the call's shared prefix (its keys/values in the cache) one row runs its remaining columns as they
         are; several rows run packed, each row's remaining real tokens one after another, each attending to the
@@ -319,10 +341,18 @@ class ModelWorker:
         docs/performance.md, "Larger micro-batches")."""
         cached = 0 if self._prefix is None else self._prefix.length  # >= MIN_SHARED_PREFIX when there is one
         prefix = cached or (shared_prefix_length(mb) if self.spec.share_prefix else 0)
+        first_layer, states = 0, None
+        if cached and len(mb) == 1 and self._reading_layer_inputs:
+            states = self._engine_layer_inputs(mb, cached)
+        self._from_layer_inputs = states is not None
         if cached and len(mb) == 1:  # only the rest runs, with the prefix's keys/values
             suffix = mb.input_ids[:, cached:]
             positions = torch.arange(cached, mb.input_ids.shape[1]).expand_as(suffix)
             body = {"input_ids": suffix, "attention_mask": mb.attention_mask, "position_ids": positions}
+            if states is not None:  # the layers below the first trained one are the engine's
+                del body["input_ids"]
+                body["inputs_embeds"] = states
+                first_layer = self.layer_inputs.layer
             index = (rows, columns - 1 - cached)
         elif prefix < MIN_SHARED_PREFIX:
             body = {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask}
@@ -339,14 +369,28 @@ class ModelWorker:
         body = {name: value.to(self.device) for name, value in body.items()}
         if self._prefix is not None:
             body[self._prefix.keyword] = self._prefix.cache()
-        return body, tuple(i.to(self.device) for i in index)
+        return body, tuple(i.to(self.device) for i in index), first_layer
+
+    def _engine_layer_inputs(self, mb: TrainBatch, cached: int) -> Tensor | None:
+        """The first trained layer's inputs ``[1, L - cached, H]`` at a one-row micro-batch's columns after the
+        shared prefix, from the engine (``None`` when it lacks any of them). The row's last real token predicts
+        nothing and the padding is masked: their inputs are zeros."""
+        length = int(mb.attention_mask[0].sum())
+        if length - 1 <= cached:
+            return None
+        states = self.layer_inputs.lookup(mb.input_ids[0, :length].numpy(), length - 1)
+        if states is None:
+            return None
+        out = states.new_zeros(1, mb.input_ids.shape[1] - cached, states.shape[1])
+        out[0, : length - 1 - cached] = states[cached:]
+        return out
 
     def _values(self, mb: TrainBatch) -> Tensor:
         """The critic's values ``[b, L]``, or those of the actor's value head (its logits left unused)."""
         if self.spec.logits_chunk_size > 0 and self.value_head is not None:
             rows, columns = _response_region(mb).nonzero(as_tuple=True)
-            body, hidden_index = self._body_inputs(mb, rows, columns)
-            _, _, features = self.model.head_outputs(body, hidden_index, None)
+            body, hidden_index, first_layer = self._body_inputs(mb, rows, columns)
+            _, _, features = self.model.head_outputs(body, hidden_index, None, first_layer=first_layer)
             index = (rows.to(self.device), columns.to(self.device))
             return _scatter(self.value_head(features.detach().float()).squeeze(-1), index, mb.input_ids.shape)
         keep = self._keep(mb)
@@ -459,9 +503,13 @@ class ModelWorker:
         objective on its outputs (:func:`trainer.algos.actor_objective`), backward."""
         stats_sum = StepStats()
         entropy_mode = "grad" if loss.entropy_coef > 0 else "log"
-        with self._shared_prefix(batch):
-            for mb in self._micro_batches(batch, micro_batch_size):
-                self._policy_micro_batch(mb, agg, loss, entropy_mode, stats_sum)
+        self._reading_layer_inputs = self.layer_inputs is not None
+        try:
+            with self._shared_prefix(batch):
+                for mb in self._micro_batches(batch, micro_batch_size):
+                    self._policy_micro_batch(mb, agg, loss, entropy_mode, stats_sum)
+        finally:
+            self._reading_layer_inputs = False
         return self._step(stats_sum)
 
     def _policy_micro_batch(
@@ -489,6 +537,8 @@ class ModelWorker:
             terms = replace(terms, **head)
         total, stats, losses = actor_objective(terms, loss, agg)
         (total * self.world_size).backward()
+        if self.layer_inputs is not None:  # the share of trained tokens whose frozen layers the engine ran
+            stats = {**stats, "frozen_layers_from_engine": float(self._from_layer_inputs)}
         stats_sum.add(stats, float(terms.policy.mask.sum()), losses)
 
     def update_sft(self, batch: TrainBatch, agg: Aggregation, micro_batch_size: int) -> StepStats:
@@ -859,11 +909,15 @@ def _head_outputs(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     entropy: bool = False,
+    first_layer: int = 0,
 ) -> tuple[Tensor | None, Tensor | None, Tensor]:
     """The decoder on ``body``; at its last hidden state's positions ``hidden_index`` (``features`` ``[N, H]``) the
-    logprobs of ``targets`` ``[N]`` and the entropy (``None`` without ``targets`` or ``entropy``)."""
+    logprobs of ``targets`` ``[N]`` and the entropy (``None`` without ``targets`` or ``entropy``). ``first_layer``
+    > 0: ``body["inputs_embeds"]`` is that decoder layer's input, and the layers below it do not run."""
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps the LM
-    hidden = causal_lm.get_decoder()(**body, use_cache=False).last_hidden_state  # [B, T, H], after the final norm
+    decoder = causal_lm.get_decoder()
+    with _layers_from(decoder, first_layer):
+        hidden = decoder(**body, use_cache=False).last_hidden_state  # [B, T, H], after the final norm
     features = hidden[hidden_index]  # [N, H]
     if targets is None:
         return None, None, features
@@ -872,6 +926,21 @@ def _head_outputs(
         features, head.weight, head.bias, targets, temperature=temperature, chunk_size=chunk_size, entropy=entropy
     )
     return logprobs, entropies, features
+
+
+@contextmanager
+def _layers_from(decoder: nn.Module, first: int) -> Iterator[None]:
+    """While it runs, ``decoder``'s forward applies its layers from ``first`` on (the decoder loops over its
+    ``layers``; each attention layer keeps its own index into the cache, so the cache's layers stay as they are)."""
+    if first == 0:
+        yield
+        return
+    layers = decoder.layers
+    decoder.layers = layers[first:]
+    try:
+        yield
+    finally:
+        decoder.layers = layers
 
 
 def _scatter(values: Tensor | None, index: tuple[Tensor, Tensor], shape: torch.Size) -> Tensor | None:

@@ -107,7 +107,8 @@ def rollout_task(config: TrainConfig, c: Components, step: int, policy_version: 
             # The engine restarted during the rollout: part of it came from the wrong weights. Play it again.
             log.warning("the engine restarted during step %d's rollout; playing the step again", step)
         if c.engine.weight_sync == "shared":  # colocated: the learner scores and trains next, in the same process,
-            await c.engine.drop_prefix_cache()  # and the next sync empties the cache anyway: free it for them now
+            # and the next sync empties the cache anyway: free it for them now; the layer inputs serve the update
+            await c.engine.drop_prefix_cache(keep_layer_inputs=True)
         held = (await engine_stats(c.engine)).extra.get("prefix_cache_tokens", 0.0)  # while the learner trains
         prompt = after.prompt_tokens - before.prompt_tokens
         cached = after.cached_prompt_tokens - before.cached_prompt_tokens

@@ -64,6 +64,14 @@ engine, which shares those base weights with the learner, holds ``adapters.lock`
 learner takes the weights back, unmerged bit for bit, with ``adapters.unmerged()``. Logprobs move by float
 rounding only (the same products, summed in another order).
 
+Layer inputs (``layer_inputs``, a :class:`~agents.engines.layer_inputs.LayerInputs` of layer ``k``): the engine keeps
+the input of decoder layer ``k`` at every position it computes, prefill and decode, and when a request finishes
+stores it under the tokens it ran (its prompt and output but the last sampled token). A learner whose layers below
+``k`` are frozen starts its update's forward there (:mod:`trainer.learner_worker`). A weight update with a state
+dict empties the store, and so does ``drop_prefix_cache`` unless asked to keep it (``keep_layer_inputs``: the
+colocated engine frees its prefix cache when a rollout ends, and the update that follows reads the store). Dynamic
+decode only, as with values.
+
 Stop tokens: the model's ``generation_config.eos_token_id`` (int or list) plus ``SamplingParams.stop_token_ids``.
 Context: ``max_context`` (default: the model's ``max_position_embeddings``) bounds prompt plus output; a
 prompt of ``max_context`` tokens or more raises ``ValueError``; a generation that reaches it ends with
@@ -95,6 +103,7 @@ from agents.engines.base import EngineStats, FinishReason, Generation, SamplingP
 from agents.engines.hf_graphs import DEFAULT_DECODE_CAPACITY, StaticDecoder, decode_mode
 from agents.engines.hf_kv import PrefillLayout, PrefixCache, RunningBatch, SequenceKV, common_prefix_len
 from agents.engines.hf_sampling import CounterStream, sample_next_tokens
+from agents.engines.layer_inputs import LayerInputs
 from agents.engines.merged_lora import MergedLora
 from agents.memory import return_free_memory
 from agents.models import cache_keyword, quiet_progress_bars
@@ -118,6 +127,7 @@ class _Request:
     cached_tokens: int = 0
     kv_tokens: int = 0  # tokens whose keys/values are computed: input + output[:-1] once running
     values: list[float] | None = None  # with the engine's value head: one per output id
+    layer_states: list[torch.Tensor] | None = None  # with layer_inputs: the layer's input at each computed position
 
     def finish_reason(self) -> FinishReason | None:
         if self.output_ids and self.output_ids[-1] in self.stop_ids:
@@ -143,6 +153,7 @@ class _Update:
     policy_version: int
     abort_in_flight: bool
     future: concurrent.futures.Future
+    keep_layer_inputs: bool = False  # a prefix-cache drop that leaves the layer inputs for the update
 
 
 class HfEngine:
@@ -161,6 +172,7 @@ class HfEngine:
     ``value_head`` (a module from ``[rows, hidden]`` float32 to ``[rows, 1]``): each generation's ``values`` as well
     (module docstring; dynamic decode only). ``merge_adapters``: sample with the model's LoRA adapters merged
     into their base weights (``adapters``, a :class:`~agents.engines.merged_lora.MergedLora`; module docstring).
+    ``layer_inputs``: keep a decoder layer's inputs there (module docstring; dynamic decode only).
     """
 
     name = "hf"
@@ -183,6 +195,7 @@ class HfEngine:
         sampling_noise: str = "generator",
         value_head: torch.nn.Module | None = None,
         merge_adapters: bool = False,
+        layer_inputs: LayerInputs | None = None,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -206,6 +219,10 @@ class HfEngine:
         if value_head is not None:
             self._hook = self.model.get_output_embeddings().register_forward_pre_hook(self._capture_features)
         self.adapters = MergedLora(self.model) if merge_adapters else None
+        self.layer_inputs = layer_inputs
+        self._layer_input: torch.Tensor | None = None  # the kept layer's input in the forward that just ran
+        if layer_inputs is not None:
+            self._watch_layer_input(layer_inputs.layer)
         self._cache_keyword = cache_keyword(self.model)
         config = self.model.config
         model_limit = getattr(config, "max_position_embeddings", None) or 2**31
@@ -254,11 +271,11 @@ class HfEngine:
         """Load a full state dict in place, drop the prefix cache and set the version (semantics: module docstring)."""
         await self._queue_update(_Update(state_dict, policy_version, abort_in_flight, concurrent.futures.Future()))
 
-    async def drop_prefix_cache(self) -> None:
+    async def drop_prefix_cache(self, keep_layer_inputs: bool = False) -> None:
         """Forget every cached prefix and give its memory back, with the decode batch's buffers; the weights and the
         policy version stay. Like a weight update it waits for the running sequences (an evaluation's prefixes are
-        no use to training)."""
-        await self._queue_update(_Update(None, -1, False, concurrent.futures.Future()))
+        no use to training). The layer inputs go too, unless ``keep_layer_inputs``."""
+        await self._queue_update(_Update(None, -1, False, concurrent.futures.Future(), keep_layer_inputs))
 
     async def forget_prefix(self, token_ids: Sequence[int]) -> None:
         """Drop the cached prefixes that ``token_ids`` covers, a finished episode's own (``ForgetsPrefixes``), now.
@@ -314,6 +331,28 @@ class HfEngine:
     def _capture_features(self, module: Any, args: tuple) -> None:
         self._features = args[0][:, -1]
 
+    def _watch_layer_input(self, layer: int) -> None:
+        if self.static_decode:
+            raise ValueError(
+                "layer_inputs needs the dynamic decode step (a captured graph does not run the hook that reads the "
+                "layer's input): pass cuda_graphs=False, or no layer_inputs"
+            )
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        layers = base.get_decoder().layers
+        if not 0 < layer < len(layers):
+            raise ValueError(f"layer_inputs.layer must lie in [1, {len(layers)}), the decoder's layers; got {layer}")
+
+        def capture(_module: Any, args: tuple, kwargs: dict) -> None:
+            self._layer_input = args[0] if args else kwargs["hidden_states"]
+
+        layers[layer].register_forward_pre_hook(capture, with_kwargs=True)
+
+    def _keep_layer_inputs(self, request: _Request, tokens: np.ndarray) -> None:
+        """Store a finished request's layer inputs under ``tokens``, the tokens it computed."""
+        if request.layer_states:
+            states, request.layer_states = torch.cat(request.layer_states), []
+            self.layer_inputs.add(tokens, request.cached_tokens, states)
+
     def _new_batch(self) -> RunningBatch | StaticDecoder:
         if not self.static_decode:
             return RunningBatch(self.max_batch_size)
@@ -361,6 +400,7 @@ class HfEngine:
             generator=generator,
             future=concurrent.futures.Future(),
             values=None if self._value_head is None else [],
+            layer_states=None if self.layer_inputs is None else [],
         )
 
     def _check_open(self) -> None:
@@ -429,6 +469,8 @@ class HfEngine:
             self._batch.check_weights()  # load_state_dict copies in place: the captured graphs normally stay
         with self._prefix_lock:  # a forget_prefix must not put back what the clear drops
             self._prefix.clear()
+        if self.layer_inputs is not None and not update.keep_layer_inputs:
+            self.layer_inputs.clear()
         if isinstance(self._batch, RunningBatch):  # a StaticDecoder keeps its buffers: its graphs read them
             self._batch.release()  # no row runs: the decode buffers are allocated again by the next admission
         return_free_memory()  # the cleared prefix cache's keys and values; the learner trains next
@@ -484,6 +526,11 @@ class HfEngine:
             **{self._cache_keyword: cache},
         ).logits[:, -1]
         kvs = [layout.row_kv(cache, row) for row in range(len(requests))]
+        if self.layer_inputs is not None:  # each row's new tokens, right-aligned in the forward's queries
+            hidden, self._layer_input = self._layer_input, None
+            for row, request in enumerate(requests):
+                new = layout.lengths[row] - layout.cached[row]
+                request.layer_states.append(hidden[row, layout.queries - new :].clone())
         for request, kv, cached in zip(requests, kvs, layout.cached, strict=True):
             with self._prefix_lock:
                 self._prefix.insert(request.input_ids, kv)
@@ -498,6 +545,8 @@ class HfEngine:
         for request, kv in zip(requests, kvs, strict=True):
             reason = request.finish_reason()
             if reason is not None:
+                if self.layer_inputs is not None:
+                    self._keep_layer_inputs(request, request.input_ids)
                 request.resolve(reason)
                 continue
             self._batch.add(kv)
@@ -511,6 +560,10 @@ class HfEngine:
             logits = self._batch.step([r.output_ids[-1] for r in requests])
         else:
             logits = self._dynamic_decode_logits(requests)
+            if self.layer_inputs is not None:
+                hidden, self._layer_input = self._layer_input, None
+                for row, request in enumerate(requests):
+                    request.layer_states.append(hidden[row])
         for request in requests:
             request.kv_tokens += 1
         with self._condition:
@@ -561,6 +614,8 @@ class HfEngine:
         kv = self._batch.extract(row)
         with self._prefix_lock:
             self._prefix.insert(tokens, kv)
+        if self.layer_inputs is not None:
+            self._keep_layer_inputs(request, tokens)
         self._batch.remove(row)
         self._running[row] = self._running[-1]
         self._running.pop()
