@@ -348,7 +348,8 @@ class HfEngine:
         layers[layer].register_forward_pre_hook(capture, with_kwargs=True)
 
     def _keep_layer_inputs(self, request: _Request, tokens: np.ndarray) -> None:
-        """Store a finished request's layer inputs under ``tokens``, the tokens it computed."""
+        """Store a finished request's layer inputs under ``tokens``, the tokens it computed (nothing without a store:
+        its requests keep no states)."""
         if request.layer_states:
             states, request.layer_states = torch.cat(request.layer_states), []
             self.layer_inputs.add(tokens, request.cached_tokens, states)
@@ -545,8 +546,7 @@ class HfEngine:
         for request, kv in zip(requests, kvs, strict=True):
             reason = request.finish_reason()
             if reason is not None:
-                if self.layer_inputs is not None:
-                    self._keep_layer_inputs(request, request.input_ids)
+                self._keep_layer_inputs(request, request.input_ids)
                 request.resolve(reason)
                 continue
             self._batch.add(kv)
@@ -614,8 +614,7 @@ class HfEngine:
         kv = self._batch.extract(row)
         with self._prefix_lock:
             self._prefix.insert(tokens, kv)
-        if self.layer_inputs is not None:
-            self._keep_layer_inputs(request, tokens)
+        self._keep_layer_inputs(request, tokens)
         self._batch.remove(row)
         self._running[row] = self._running[-1]
         self._running.pop()
