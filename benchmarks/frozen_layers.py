@@ -27,41 +27,27 @@ import json
 import statistics
 import time
 
-from shared_prefix import oracle_batch
+from shared_prefix import UpdateWorkload, update_arguments
 
 INIT = "tcp://127.0.0.1:29619"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--mini-batches", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--env", nargs="*", default=[], help="Sokoban options over configs/env/sokoban.yaml, key=value"
-    )
+    update_arguments(parser)
     args = parser.parse_args()
 
     import dataclasses
 
-    import torch
-
     from agents.engines.base import SamplingParams
     from agents.models import resolve_model
-    from trainer.algos import Aggregation, PolicyLossSpec
     from trainer.colocated import ColocatedWorker, EngineOptions
-    from trainer.config import compose_train_config, to_train_config
     from trainer.run_plan import learner_spec
 
-    torch.set_num_threads(args.threads)
-    config = to_train_config(compose_train_config(["env=sokoban", *(f"env.{item}" for item in args.env)]))
-    batch = oracle_batch(config, args.rows)
-    size = len(batch) // args.mini_batches
-    minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
-    loss = PolicyLossSpec(value_clip=0.5)
+    work = UpdateWorkload.from_args(args)
+    batch = work.batch
     spec = dataclasses.replace(
-        learner_spec(config, str(resolve_model(config.model.name))).actor, num_threads=args.threads
+        learner_spec(work.config, str(resolve_model(work.config.model.name))).actor, num_threads=args.threads
     )
     worker = ColocatedWorker(spec, 0, 1, INIT)
     worker.setup()
@@ -85,9 +71,7 @@ def main() -> None:
 
     def update(reading: bool) -> None:
         worker.layer_inputs = store if reading else None
-        for mini in minis:
-            agg = Aggregation("seq-mean-token-mean", float(mini.response_mask.sum()), float(len(mini)))
-            stats = worker.update_policy(mini, agg, loss, 1)
+        for stats in work.update(worker):
             if reading:
                 shares.append(stats.token_weighted["frozen_layers_from_engine"] / stats.tokens)
         worker.layer_inputs = store

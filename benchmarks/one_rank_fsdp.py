@@ -30,37 +30,30 @@ import json
 import statistics
 import time
 
+from shared_prefix import UpdateWorkload, update_arguments
+
 PORTS = iter(range(29641, 29660))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--mini-batches", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
+    update_arguments(parser, env=False)
     parser.add_argument(
         "--phases", nargs="+", default=["warmup", "score", "update"], choices=["warmup", "score", "update"]
     )
     args = parser.parse_args()
 
     import torch
-    from shared_prefix import oracle_batch
 
     import trainer.learner_worker as learner_worker
     from agents.models import resolve_model
-    from trainer.algos import Aggregation, PolicyLossSpec
-    from trainer.config import compose_train_config, to_train_config
+    from trainer.algos import Aggregation
     from trainer.run_plan import learner_spec
     from trainer.sft import _sft_worker_spec
 
-    torch.set_num_threads(args.threads)
-    config = to_train_config(compose_train_config(["env=sokoban"]))
+    work = UpdateWorkload.from_args(args)
+    config, batch, minis = work.config, work.batch, work.minis
     model = str(resolve_model(config.model.name))
-    batch = oracle_batch(config, args.rows)
-    size = len(batch) // args.mini_batches
-    minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
-    loss = PolicyLossSpec(value_clip=0.5)
     rl_spec = dataclasses.replace(learner_spec(config, model).actor, num_threads=args.threads)
     steps = (args.repeats + 1) * args.mini_batches  # the warm-up's schedule over the optimizer steps this run takes
     sft_spec = dataclasses.replace(_sft_worker_spec(config, model, steps), num_threads=args.threads)
@@ -88,15 +81,10 @@ def main() -> None:
         for mini in minis:
             worker.update_sft(mini, Aggregation("token-mean", float(mini.num_sampled_tokens), float(len(mini))), 1)
 
-    def update(worker) -> None:
-        for mini in minis:
-            agg = Aggregation("seq-mean-token-mean", float(mini.response_mask.sum()), float(len(mini)))
-            worker.update_policy(mini, agg, loss, 1)
-
     phases = {
         "warmup": (sft, warmup),
         "score": (rl, lambda worker: worker.compute_logprobs_and_values(batch, 1.0, 1)),
-        "update": (rl, update),
+        "update": (rl, work.update),
     }
     phases = {name: phases[name] for name in ("warmup", "score", "update") if name in args.phases}
     times = {(phase, name): [] for phase in phases for name in placements}

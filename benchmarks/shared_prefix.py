@@ -32,6 +32,8 @@ import asyncio
 import json
 import statistics
 import time
+from dataclasses import dataclass
+from typing import Any
 
 INIT = "tcp://127.0.0.1:29617"
 
@@ -66,16 +68,58 @@ def oracle_batch(config, rows: int):
     return batch
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def update_arguments(parser: argparse.ArgumentParser, env: bool = True) -> None:
+    """The options the one-process update benchmarks share: the batch, its mini-batches, rounds, threads, levels."""
     parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--micro-batch", type=int, default=1)
     parser.add_argument("--mini-batches", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--env", nargs="*", default=[], help="Sokoban options over configs/env/sokoban.yaml, key=value"
-    )
+    if env:
+        parser.add_argument(
+            "--env", nargs="*", default=[], help="Sokoban options over configs/env/sokoban.yaml, key=value"
+        )
+
+
+@dataclass
+class UpdateWorkload:
+    """The default config (``--env`` over its levels), ``--rows`` oracle episodes as a batch, that batch split into
+    ``--mini-batches``, and the default PPO loss's settings: what the default step's update trains on."""
+
+    config: Any
+    batch: Any
+    minis: list
+    loss: Any
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> UpdateWorkload:
+        import torch
+
+        from trainer.algos import PolicyLossSpec
+        from trainer.config import compose_train_config, to_train_config
+
+        torch.set_num_threads(args.threads)
+        overrides = [f"env.{item}" for item in getattr(args, "env", [])]
+        config = to_train_config(compose_train_config(["env=sokoban", *overrides]))
+        batch = oracle_batch(config, args.rows)
+        size = len(batch) // args.mini_batches
+        minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
+        return cls(config, batch, minis, PolicyLossSpec(value_clip=0.5))
+
+    def update(self, worker: Any, micro_batch: int = 1) -> list:
+        """One optimizer step a mini-batch (the default step's update); each step's statistics."""
+        from trainer.algos import Aggregation
+
+        stats = []
+        for mini in self.minis:
+            agg = Aggregation("seq-mean-token-mean", float(mini.response_mask.sum()), float(len(mini)))
+            stats.append(worker.update_policy(mini, agg, self.loss, micro_batch))
+        return stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    update_arguments(parser)
+    parser.add_argument("--micro-batch", type=int, default=1)
     args = parser.parse_args()
 
     import dataclasses
@@ -83,18 +127,12 @@ def main() -> None:
     import torch
 
     from agents.models import resolve_model
-    from trainer.algos import Aggregation, PolicyLossSpec
-    from trainer.config import compose_train_config, to_train_config
     from trainer.learner_worker import ModelWorker, shared_prefix_length
     from trainer.run_plan import learner_spec
 
-    torch.set_num_threads(args.threads)
-    config = to_train_config(compose_train_config(["env=sokoban", *(f"env.{item}" for item in args.env)]))
-    batch = oracle_batch(config, args.rows)
-    size = len(batch) // args.mini_batches
-    minis = [batch.select(range(k * size, (k + 1) * size)) for k in range(args.mini_batches)]
-    loss = PolicyLossSpec(value_clip=0.5)
-    actor = learner_spec(config, str(resolve_model(config.model.name))).actor
+    work = UpdateWorkload.from_args(args)
+    batch = work.batch
+    actor = learner_spec(work.config, str(resolve_model(work.config.model.name))).actor
     workers, tokens_run = {}, {}
     for name, share in (("before", False), ("after", True)):
         spec = dataclasses.replace(actor, share_prefix=share, num_threads=args.threads)
@@ -106,14 +144,9 @@ def main() -> None:
         )
         tokens_run[name] = seen
 
-    def update(worker: ModelWorker) -> None:
-        for mini in minis:
-            agg = Aggregation("seq-mean-token-mean", float(mini.response_mask.sum()), float(len(mini)))
-            worker.update_policy(mini, agg, loss, args.micro_batch)
-
     phases = {
         "score": lambda worker: worker.compute_logprobs_and_values(batch, 1.0, args.micro_batch),
-        "update": update,
+        "update": lambda worker: work.update(worker, args.micro_batch),
     }
     times = {(phase, name): [] for phase in phases for name in workers}
     tokens = {}
