@@ -215,9 +215,9 @@ class HfEngine:
         self.model = _load_model(model_or_path, device, dtype)
         self._value_head = value_head
         self._features: torch.Tensor | None = None  # the vocabulary head's input at each row's last position
-        self._hook = None
+        self._hooks: list[Any] = []  # on the model it was given, which may serve again: removed at close
         if value_head is not None:
-            self._hook = self.model.get_output_embeddings().register_forward_pre_hook(self._capture_features)
+            self._hooks.append(self.model.get_output_embeddings().register_forward_pre_hook(self._capture_features))
         self.adapters = MergedLora(self.model) if merge_adapters else None
         self.layer_inputs = layer_inputs
         self._layer_input: torch.Tensor | None = None  # the kept layer's input in the forward that just ran
@@ -322,8 +322,9 @@ class HfEngine:
             self._closing = True
             self._condition.notify()
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
-        if self._hook is not None:
-            self._hook.remove()
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
         with self._prefix_lock:  # a forget_prefix must not put back what the clear drops
             self._prefix.clear()
         self._batch = self._new_batch()
@@ -345,7 +346,7 @@ class HfEngine:
         def capture(_module: Any, args: tuple, kwargs: dict) -> None:
             self._layer_input = args[0] if args else kwargs["hidden_states"]
 
-        layers[layer].register_forward_pre_hook(capture, with_kwargs=True)
+        self._hooks.append(layers[layer].register_forward_pre_hook(capture, with_kwargs=True))
 
     def _keep_layer_inputs(self, request: _Request, tokens: np.ndarray) -> None:
         """Store a finished request's layer inputs under ``tokens``, the tokens it computed (nothing without a store:

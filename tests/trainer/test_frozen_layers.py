@@ -145,6 +145,9 @@ def test_the_engine_keeps_the_first_adapted_layers_inputs_as_the_learner_compute
 
     b = asyncio.run(scenario())
     assert worker.engine.stats().cached_prompt_tokens >= 2 * len(PROMPT)  # the prompt and first turns were cached
+    # the closed engine leaves no hook on the model it was given, as with its value head's
+    hooks = decoder_layers(worker.engine.model)[worker.layer_inputs.layer]._forward_pre_hooks.values()
+    assert not [hook for hook in hooks if hook.__qualname__.startswith("HfEngine.")], "the engine's hook outlived it"
     for row, own in enumerate(learner_layer_inputs(worker, b)):
         length = int(b.attention_mask[row].sum())
         kept = worker.layer_inputs.lookup(b.input_ids[row, :length].numpy(), length - 1)
