@@ -270,6 +270,8 @@ def _curriculum(config: TrainConfig, ceiling: int | None) -> DifficultyCurriculu
         lowest, highest = env.difficulty_range
     finally:
         env.close()
+    if curriculum.floor is not None:  # at most highest: the preflight checked it
+        lowest = min(max(lowest, curriculum.floor), highest)
     start = ceiling if ceiling is not None else curriculum.start
     return DifficultyCurriculum(lowest, highest, tuple(curriculum.band), start)
 

@@ -281,6 +281,7 @@ class CurriculumConfig:
     mode: str = "none"  # none: the env's own levels | adaptive: a ceiling on the difficulty moved by training success
     band: list[float] = field(default_factory=lambda: [0.3, 0.7])  # the training success the ceiling aims for
     start: int | None = None  # the first ceiling; null: the easiest difficulty the env generates
+    floor: int | None = None  # the easiest difficulty drawn (the ceiling never falls below it); null: the env's
 
 
 @dataclass
@@ -553,6 +554,12 @@ def _check_curriculum(config: TrainConfig) -> None:
         f"curriculum.band is the training success range [low, high] with 0 <= low < high <= 1, got {band}",
     )
     _require(curriculum.start is None or curriculum.start >= 1, "curriculum.start must be >= 1 or null")
+    _require(curriculum.floor is None or curriculum.floor >= 1, "curriculum.floor must be >= 1 or null")
+    _require(
+        curriculum.start is None or curriculum.floor is None or curriculum.start >= curriculum.floor,
+        f"curriculum.start ({curriculum.start}) is the first ceiling and curriculum.floor ({curriculum.floor}) the "
+        "easiest level drawn: set curriculum.start >= curriculum.floor",
+    )
     _require(
         curriculum.mode == "none" or not config.agent_mode,
         "curriculum=adaptive chooses the levels of an environment; env=agent's tasks come from the agent: "

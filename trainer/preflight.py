@@ -84,7 +84,13 @@ def _check_difficulty(config: TrainConfig, env: Any) -> None:
             f"env={env_id} has no difficulty_range, which curriculum={config.curriculum.mode} draws levels from: "
             "remove curriculum (or use sokoban, frozenlake)"
         )
-    highest = env.difficulty_range[1]
+    lowest, highest = env.difficulty_range
+    floor = config.curriculum.floor
+    if floor is not None and floor > highest:
+        raise UsageError(
+            f"curriculum.floor={floor} is above the hardest level env={env_id} generates (difficulty_range "
+            f"[{lowest}, {highest}]): set curriculum.floor to at most {highest}"
+        )
     try:
         env.reset(seed=config.trainer.seed, options={"difficulty": highest})
     except Exception as exc:

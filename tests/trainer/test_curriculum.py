@@ -35,6 +35,25 @@ def test_draws_are_uniform_up_to_the_ceiling_and_reproducible():
     assert DifficultyCurriculum(2, 9, (0.3, 0.7), ceiling=0).ceiling == 2
 
 
+def test_a_floor_keeps_the_easy_levels_out_of_the_draw():
+    from trainer.components import _curriculum
+    from trainer.config import compose_train_config, to_train_config
+
+    def curriculum(*overrides):
+        base = ["env=sokoban", "model=tiny", "env.max_moves=null", "curriculum=adaptive"]
+        return _curriculum(to_train_config(compose_train_config([*base, *overrides])), None)
+
+    plain = curriculum()
+    assert (plain.lowest, plain.highest, plain.ceiling) == (2, 15, 2)  # 3 turns x 5 moves, the full range
+    floored = curriculum("curriculum.floor=4", "curriculum.start=9")
+    assert (floored.lowest, floored.highest, floored.ceiling) == (4, 15, 9)
+    assert set(floored.draw(500, seed=0)) == set(range(4, 10))
+    for _ in range(10):
+        floored.update(0.0)
+    assert floored.ceiling == 4  # failing steps lower the ceiling to the floor, not below it
+    assert curriculum("curriculum.floor=6").ceiling == 6  # no start: the floor is the first ceiling too
+
+
 def test_bad_ranges_and_bands_are_refused():
     with pytest.raises(ValueError, match="lowest <= highest"):
         DifficultyCurriculum(3, 2, (0.3, 0.7))

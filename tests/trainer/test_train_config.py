@@ -351,6 +351,8 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["curriculum=easy"], ["unknown curriculum.mode 'easy'", "curriculum.mode=adaptive"]),
         (["curriculum.band=[0.8,0.2]"], ["curriculum.band is the training success range [low, high]"]),
         (["curriculum.start=0"], ["curriculum.start must be >= 1 or null"]),
+        (["curriculum.floor=0"], ["curriculum.floor must be >= 1 or null"]),
+        (["curriculum.floor=5", "curriculum.start=3"], ["curriculum.start (3) is the first ceiling", "start >= "]),
         (["algo.shaping.coef=-1"], ["algo.shaping.coef must be >= 0 (0: off), got -1"]),
         (["sft.micro_batch_size=0"], ["sft.micro_batch_size must be >= 1, got 0"]),
         (["evaluation.max_concurrent_episodes=0"], ["evaluation.max_concurrent_episodes must be >= 1 (null: every"]),

@@ -64,6 +64,10 @@ def config_for(tmp_path: Path, *overrides: str):
             "algo.step_groups.weight=0, or",
         ),
         (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
+        (
+            ["curriculum=adaptive", "curriculum.floor=9"],
+            "curriculum.floor=9 is above the hardest level env=sokoban generates (difficulty_range [2, 3]): set",
+        ),
         (["env=toolcall", "algo.shaping.required=true"], 'reports no info["distance_to_goal"], which ppo\'s'),
         (
             ["rollout.max_total_tokens=200", "rollout.max_new_tokens=64"],
