@@ -47,12 +47,13 @@ class LayerInputs:
             raise ValueError(f"layer must be >= 1 (layer 0's input is the embedding itself), got {layer}")
         self.layer, self.max_tokens = layer, max_tokens
         self._entries: list[_Computed] = []
+        self._stored = 0  # the entries' states, summed
         self._lock = threading.Lock()
 
     @property
     def stored_tokens(self) -> int:
         with self._lock:
-            return sum(len(entry.states) for entry in self._entries)
+            return self._stored
 
     def add(self, tokens: np.ndarray, start: int, states: torch.Tensor) -> None:
         """Keep ``states`` ``[len(tokens) - start, hidden]``: the layer's input at ``tokens``' positions from start."""
@@ -65,9 +66,9 @@ class LayerInputs:
             return
         with self._lock:
             self._entries.append(_Computed(np.asarray(tokens, dtype=np.int64), start, states))
-            stored = sum(len(entry.states) for entry in self._entries)
-            while stored > self.max_tokens and self._entries:
-                stored -= len(self._entries.pop(0).states)
+            self._stored += len(states)
+            while self._stored > self.max_tokens and self._entries:
+                self._stored -= len(self._entries.pop(0).states)
 
     def lookup(self, tokens: np.ndarray, positions: int) -> torch.Tensor | None:
         """The layer's inputs ``[positions, hidden]`` at ``tokens``' first ``positions`` positions, each taken from
@@ -93,4 +94,4 @@ class LayerInputs:
 
     def clear(self) -> None:
         with self._lock:
-            self._entries = []
+            self._entries, self._stored = [], 0
