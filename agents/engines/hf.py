@@ -239,6 +239,7 @@ class HfEngine:
         self._batch = self._new_batch()
         self._running: list[_Request] = []
         self._waiting: deque[_Request] = deque()
+        self._admitting: list[_Request] = []  # taken from the queue for a prefill, not yet joined or resolved
         self._updates: deque[_Update] = deque()
         self._condition = threading.Condition()
         # The batching loop reads and writes the prefix cache; forget_prefix, from the caller's thread, too.
@@ -488,6 +489,7 @@ class HfEngine:
             if not group:
                 return
             self._prefill(group)
+            self._admitting = []
 
     def _take_prefill_group(self, room: int) -> list[tuple[_Request, SequenceKV | None, int]]:
         """Queued requests to prefill together, each with its cached prefix and that prefix's length."""
@@ -499,6 +501,7 @@ class HfEngine:
                 request = self._waiting.popleft()
             if request.future.cancelled():
                 continue
+            self._admitting.append(request)  # a failure before it joins must still reach its caller
             limit = len(request.input_ids) - 1
             with self._prefix_lock:
                 prefix, cached = self._prefix.match(request.input_ids, limit=limit)
@@ -506,6 +509,7 @@ class HfEngine:
             if min(shared, limit) > cached:  # once that member's prompt is cached, it serves this one better
                 with self._condition:
                     self._waiting.appendleft(request)
+                self._admitting.pop()
                 break
             group.append((request, prefix, cached))
         return group
@@ -638,9 +642,9 @@ class HfEngine:
     def _fail_all(self, error: BaseException) -> None:
         with self._condition:
             self._failure = error
-            pending = [r.future for r in self._running] + [r.future for r in self._waiting]
+            pending = [r.future for r in (*self._admitting, *self._running, *self._waiting)]
             pending += [u.future for u in self._updates]
-            self._running, self._waiting, self._updates = [], deque(), deque()
+            self._running, self._waiting, self._updates, self._admitting = [], deque(), deque(), []
         failure = RuntimeError(f"HfEngine's batching loop failed: {error!r}")
         failure.__cause__ = error
         for future in pending:

@@ -11,6 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from agents.engines.base import DropsPrefixCache, Engine, ForgetsPrefixes, SamplingParams
 from agents.engines.hf import HfEngine
+from agents.engines.hf_kv import RunningBatch
 
 VOCAB = 512
 GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0)
@@ -307,6 +308,27 @@ async def test_loop_errors_reach_every_waiter():
 
     engine.model.forward = failing_forward
     requests = [engine.generate(prompt(6 + i), SamplingParams(max_new_tokens=20)) for i in range(3)]
+    outcomes = await asyncio.wait_for(asyncio.gather(*requests, return_exceptions=True), timeout=30)
+    assert all(isinstance(o, RuntimeError) and "injected fault" in str(o) for o in outcomes)
+    with pytest.raises(RuntimeError, match="failed earlier"):
+        await engine.generate(prompt(5), GREEDY)
+    await engine.close()
+
+
+@pytest.mark.parametrize("where", ["prefill forward", "joining the batch"])
+async def test_a_failure_while_admitting_reaches_the_requests_being_admitted(where, monkeypatch):
+    """Requests taken from the queue for a prefill are in no queue and not yet running: a fault there still fails
+    them (and every other waiter) instead of leaving them waiting forever."""
+    engine = HfEngine(tiny_model(), max_batch_size=4)
+
+    def fault(*args, **kwargs):
+        raise RuntimeError("injected fault")
+
+    if where == "prefill forward":
+        engine.model.forward = fault
+    else:
+        monkeypatch.setattr(RunningBatch, "add", fault)
+    requests = [engine.generate(prompt(6 + 30 * i), SamplingParams(max_new_tokens=5)) for i in range(3)]
     outcomes = await asyncio.wait_for(asyncio.gather(*requests, return_exceptions=True), timeout=30)
     assert all(isinstance(o, RuntimeError) and "injected fault" in str(o) for o in outcomes)
     with pytest.raises(RuntimeError, match="failed earlier"):
