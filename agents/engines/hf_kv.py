@@ -6,8 +6,12 @@
   cache as ``DynamicLayer`` does.
 * :class:`RunningBatch` holds the sequences being decoded together. Every row ends at the same column
   ``width``; a row that joined with fewer tokens has masked columns on its left (its own positions are
-  passed explicitly as ``position_ids``, so the holes change nothing but the mask). Rows are compact
-  (``0..rows-1``): removing one moves the last row into its place.
+  passed explicitly as ``position_ids``, so the holes change nothing but the mask). A decode step reads the
+  columns from ``start``, the first one a running row uses, so the columns a retired long row leaves on the left
+  cost nothing. A fresh layout keeps ``margin`` free columns left of the rows, so a longer row (an episode's next
+  turn, joining rows still on their last) takes them instead of a copy of the whole buffer; ``margin`` is the most
+  a joining row has outgrown the running rows so far. Rows are compact (``0..rows-1``): removing one moves the
+  last row into its place.
 * :class:`PrefillLayout` places the requests prefilled together in one forward: each row's cached prefix is
   right-aligned in the past columns ``[0, past)`` (``past``: the longest cached prefix of the group, rows with a
   shorter one have masked zero columns on its left) and its new tokens are right-aligned in the query columns
@@ -86,28 +90,31 @@ class KVBuffer:
 class BufferLayer(DynamicLayer):
     """A full-attention cache layer writing into layer ``layer`` of ``buffer`` (module docstring).
 
-    ``length`` columns are filled; a forward over ``q`` new tokens writes columns ``[length, length + q)``.
+    Columns ``[start, length)`` are filled and read; a forward over ``q`` new tokens writes columns
+    ``[length, length + q)`` and attends over ``[start, length + q)`` (the columns left of ``start`` hold nothing
+    it reads: transformers sees a cache of ``length - start`` tokens).
     """
 
-    def __init__(self, buffer: KVBuffer, layer: int, length: int):
+    def __init__(self, buffer: KVBuffer, layer: int, length: int, start: int = 0):
         super().__init__()
-        self.buffer, self.layer, self.length = buffer, layer, length
+        self.buffer, self.layer, self.length, self.start = buffer, layer, length, start
         self.is_initialized = True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         end = self.length + key_states.shape[-2]
-        kv = self.buffer.ensure(key_states)[:, self.layer, :, :, :end]  # [rows, 2, heads, end, dim]
-        kv[:, 0, :, self.length :] = key_states
-        kv[:, 1, :, self.length :] = value_states
+        # [rows, 2, heads, end - start, dim]
+        kv = self.buffer.ensure(key_states)[:, self.layer, :, :, self.start : end]
+        kv[:, 0, :, self.length - self.start :] = key_states
+        kv[:, 1, :, self.length - self.start :] = value_states
         self.length = end
         self.keys, self.values = kv[:, 0], kv[:, 1]
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
-        return self.length
+        return self.length - self.start
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.length + query_length, 0
+        return self.length - self.start + query_length, 0
 
 
 @dataclass(frozen=True)
@@ -183,23 +190,33 @@ class PrefillLayout:
 class RunningBatch:
     """Right-aligned keys/values of up to ``max_rows`` sequences decoded together (see the module docstring).
 
-    A reallocation leaves ``slack`` times the kept width (at least 64 columns) free for the decode steps and
-    longer rows to come: more slack, fewer copies of the buffer; less, a smaller buffer. While it copies, the old
-    buffer and the new one both exist.
+    Row ``i`` holds its tokens in columns ``[row_starts[i], width)``; a decode step reads ``[start, width]``,
+    ``start`` the smallest row start, and every column it reads is written (a token, or a zeroed hole). A fresh
+    layout puts ``margin`` free columns left of the rows and ``slack`` times the kept width (at least
+    ``min_free`` columns) right of them, for the decode steps to come: more slack, fewer copies of the buffer; less,
+    a smaller buffer. While it copies, the old buffer and the new one both exist. The free columns are never
+    written until a row takes them, so their pages are not resident.
     """
 
     slack = 0.125
+    min_free = 64
 
     def __init__(self, max_rows: int):
         self.max_rows = max_rows
         self.rows = 0
         self.width = 0  # used columns; every row's newest token is in column width - 1
+        self.start = 0  # the first column any running row uses
+        self.row_starts: list[int] = []
+        self.margin = self.min_free  # free columns left of a fresh layout: the most a joining row outgrew the batch
         self.kv: torch.Tensor | None = None  # [max_rows, layers, 2, heads, capacity, dim]
         self.mask = torch.zeros((max_rows, 0), dtype=torch.bool)  # [max_rows, capacity]: column holds a real token
 
     @property
     def capacity(self) -> int:
         return self.mask.shape[1]
+
+    def _right_free(self, columns: int) -> int:
+        return max(self.min_free, int(columns * self.slack))
 
     def add(self, kv: SequenceKV) -> int:
         """Append a sequence (``n`` tokens) as the last row, right-aligned at ``width``; returns its row index."""
@@ -208,15 +225,25 @@ class RunningBatch:
         n = kv.shape[-2]
         if self.kv is None:
             self.allocate_like(kv)
-        if self.rows == 0 and n < self.capacity:
-            self.width = n  # an empty batch reuses its buffers
+        if self.rows == 0:
+            left = min(self.margin, self.capacity - n - self._right_free(n))
+            if left >= 0:  # an empty batch reuses its buffer
+                self.width = self.start = left + n
+            else:
+                self.width = self.start = 0
+                self._reallocate(min_width=n, extra_columns=0)
         elif n > self.width:
+            self.margin = max(self.margin, n - (self.width - self.start))
             self._reallocate(min_width=n, extra_columns=0)
         row, start = self.rows, self.width - n
-        self.kv[row, ..., :start, :] = 0  # the row's masked holes: uninitialised memory after a reallocation
+        if start < self.start:  # the running rows' columns from here on are read now: holes, zeroed
+            self.kv[:row, ..., start : self.start, :] = 0
+            self.start = start
+        self.kv[row, ..., self.start : start, :] = 0  # the row's own holes
         self.kv[row, ..., start : self.width, :] = kv
         self.mask[row] = False
         self.mask[row, start : self.width] = True
+        self.row_starts.append(start)
         self.rows += 1
         return row
 
@@ -224,49 +251,49 @@ class RunningBatch:
         """Drop ``row``; the last row moves into its place (callers mirror this in their own row list)."""
         last = self.rows - 1
         if row != last:
-            self.kv[row, ..., : self.width, :] = self.kv[last, ..., : self.width, :]
+            self.kv[row, ..., self.start : self.width, :] = self.kv[last, ..., self.start : self.width, :]
             self.mask[row] = self.mask[last]
+            self.row_starts[row] = self.row_starts[last]
         self.mask[last] = False
+        self.row_starts.pop()
         self.rows -= 1
-        if self.rows == 0:
-            self.width = 0
+        self.start = min(self.row_starts, default=self.width)
 
     def extract(self, row: int) -> SequenceKV:
         """A copy of ``row``'s keys/values (its real columns, in order)."""
-        columns = self.mask[row, : self.width].nonzero()[:, 0].to(self.kv.device)
-        return self.kv[row].index_select(-2, columns)
+        return self.kv[row, ..., self.row_starts[row] : self.width, :].clone(memory_format=torch.contiguous_format)
 
     def step_inputs(self) -> tuple[Cache, torch.Tensor]:
-        """The cache and the ``[rows, width + 1]`` attention mask for one decode step of every row."""
+        """The cache and the ``[rows, width + 1 - start]`` attention mask for one decode step of every row."""
         if self.width + 1 > self.capacity:
             self._reallocate(min_width=0, extra_columns=1)
         self.mask[: self.rows, self.width] = True
         layers = self.kv.shape[1]
         buffer = KVBuffer(self.rows, layers, self.capacity, self.kv[: self.rows])
-        cache = Cache(layers=[BufferLayer(buffer, layer, self.width) for layer in range(layers)])
-        return cache, self.mask[: self.rows, : self.width + 1].long()
+        cache = Cache(layers=[BufferLayer(buffer, layer, self.width, self.start) for layer in range(layers)])
+        return cache, self.mask[: self.rows, self.start : self.width + 1].long()
 
     def advance(self) -> None:
         """Record that the decode step wrote column ``width``."""
         self.width += 1
 
     def _reallocate(self, min_width: int, extra_columns: int) -> None:
-        """Copy into a fresh buffer: drop leading columns no row uses, make ``width >= min_width``, leave room."""
-        used = self.mask[: self.rows, : self.width].any(0).nonzero()
-        start = int(used[0, 0]) if len(used) else self.width
-        kept = self.width - start
-        new_width = max(kept, min_width)
-        capacity = new_width + extra_columns + max(64, int(new_width * self.slack))
-        shift = new_width - kept  # old column start lands on new column shift
+        """Copy into a fresh buffer: the running rows' columns ``[start, width)`` (``kept``), ``margin`` free columns
+        on their left plus whatever a joining row of ``min_width`` tokens needs beyond ``kept``, room on the right."""
+        kept = self.width - self.start
+        need = max(kept, min_width)
+        new_width = self.margin + need
+        capacity = new_width + extra_columns + self._right_free(need)
+        new_start = new_width - kept  # old column start lands here
         new_mask = torch.zeros((self.max_rows, capacity), dtype=torch.bool)
-        new_mask[: self.rows, shift:new_width] = self.mask[: self.rows, start : self.width]
-        # Uninitialised, and every column is written once: the kept ones copied, the running rows' new holes on the
-        # left zeroed (masked columns still enter the attention product, and 0 * NaN is NaN). A decode step writes
-        # its column before reading it, and ``add`` zeroes a joining row's holes.
+        new_mask[: self.rows, new_start:new_width] = self.mask[: self.rows, self.start : self.width]
+        # Uninitialised: the kept columns are copied, and a joining row zeroes the holes its start opens to reading
+        # (masked columns still enter the attention product, and 0 * NaN is NaN). A decode step writes its column
+        # before reading it.
         fresh = self.kv.new_empty((*self.kv.shape[:4], capacity, self.kv.shape[5]))
-        fresh[: self.rows, ..., :shift, :] = 0
-        fresh[: self.rows, ..., shift:new_width, :] = self.kv[: self.rows, ..., start : self.width, :]
-        self.kv, self.mask, self.width = fresh, new_mask, new_width
+        fresh[: self.rows, ..., new_start:new_width, :] = self.kv[: self.rows, ..., self.start : self.width, :]
+        self.row_starts = [s - self.start + new_start for s in self.row_starts]
+        self.kv, self.mask, self.width, self.start = fresh, new_mask, new_width, new_start
 
     def release(self) -> None:
         """Drop the (empty) batch's buffer; the next ``add`` allocates it again. Raises if a row is running."""
@@ -274,7 +301,7 @@ class RunningBatch:
             raise RuntimeError(f"cannot release the running batch's buffers: {self.rows} rows are running")
         self.kv = None
         self.mask = torch.zeros((self.max_rows, 0), dtype=torch.bool)
-        self.width = 0
+        self.width = self.start = 0
 
     def allocate_like(self, kv: SequenceKV) -> None:
         """Create the (empty) buffer with the shape and dtype of ``kv``'s layers; called before the first ``add``."""

@@ -7,11 +7,12 @@ import threading
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from agents.engines.base import DropsPrefixCache, Engine, ForgetsPrefixes, SamplingParams
 from agents.engines.hf import HfEngine
-from agents.engines.hf_kv import RunningBatch
+from agents.engines.hf_kv import RunningBatch, sequence_kv
+from agents.models import cache_keyword
 
 VOCAB = 512
 GREEDY = SamplingParams(max_new_tokens=12, temperature=0.0)
@@ -346,3 +347,50 @@ async def test_a_cancelled_request_leaves_the_batch(engine):
     while engine._running:  # retired at the next decode step, long before its 200 tokens
         await asyncio.sleep(0.001)
     assert engine.stats().generated_tokens < 200 + 12
+
+
+@torch.no_grad()
+def test_decode_steps_over_rows_that_join_longer_and_leave_match_each_rows_own_forward():
+    """The running batch reads from its first used column and takes longer rows into its free left columns: every
+    row's next-token logits equal a forward over that row alone, through joins past and within the margin."""
+    model = tiny_model()
+    keyword = cache_keyword(model)
+    batch, rows = RunningBatch(max_rows=4), []  # rows: each running row's tokens
+
+    def join(tokens: list[int]) -> None:
+        cache = DynamicCache()
+        model(input_ids=torch.tensor([tokens[:-1]]), use_cache=True, **{keyword: cache})
+        batch.add(sequence_kv([(layer.keys[0], layer.values[0]) for layer in cache.layers]))
+        rows.append(tokens)  # the last token is the next step's input, as a sampled token is
+
+    def step() -> None:
+        cache, mask = batch.step_inputs()
+        logits = model(
+            input_ids=torch.tensor([[tokens[-1]] for tokens in rows]),
+            position_ids=torch.tensor([[len(tokens) - 1] for tokens in rows]),
+            attention_mask=mask,
+            use_cache=True,
+            **{keyword: cache},
+        ).logits[:, -1]
+        batch.advance()
+        for row, tokens in enumerate(rows):
+            alone = model(input_ids=torch.tensor([tokens])).logits[0, -1]
+            torch.testing.assert_close(logits[row], alone, atol=1e-5, rtol=0)
+            tokens.append(int(alone.argmax()))
+
+    join(prompt(12))
+    join(prompt(5, 1))
+    step()
+    join(prompt(110, 2))  # 100 columns longer than the longest running row: past the 64 free ones, a copy
+    step()
+    join(prompt(60, 3))
+    step()
+    batch.remove(2)  # the longest row leaves: the reads start at the next row's first column
+    rows[2] = rows.pop()
+    start = batch.start
+    step()
+    buffer = batch.kv
+    join(prompt(130, 4))  # within the margin learned from the first long row: no copy
+    assert batch.kv is buffer and batch.start < start
+    step()
+    step()

@@ -6,9 +6,12 @@ import math
 import os
 import signal
 import time
+from unittest import mock
 
 import numpy as np
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agents.engines.base import SamplingParams
 from agents.engines.hf_kv import PrefillLayout, PrefixCache, RunningBatch, sequence_kv
@@ -90,16 +93,21 @@ def sequence(n: int, value: float, layers: int = 2, heads: int = 1, dim: int = 2
     return sequence_kv([(keys.clone(), -keys.clone()) for _ in range(layers)])
 
 
+def used(batch: RunningBatch) -> list[list[int]]:
+    """The running rows' mask over the columns a decode step reads, ``[start, width)``."""
+    return batch.mask[: batch.rows, batch.start : batch.width].int().tolist()
+
+
 def test_running_batch_right_aligns_rows_and_extracts_them_back():
     batch = RunningBatch(max_rows=3)
     batch.add(sequence(3, 10.0))
     batch.add(sequence(2, 20.0))
-    assert batch.width == 3
-    # row 1 (2 tokens) sits in the last two columns
-    assert batch.mask[:2, :3].tolist() == [[True, True, True], [False, True, True]]
-    batch.add(sequence(5, 30.0))  # longer than the batch: everything shifts right by 2
-    assert batch.width == 5
-    assert batch.mask[:3, :5].int().tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]
+    assert batch.width - batch.start == 3
+    assert used(batch) == [[1, 1, 1], [0, 1, 1]]  # row 1 (2 tokens) sits in the last two columns
+    buffer = batch.kv
+    batch.add(sequence(5, 30.0))  # longer than the batch: it takes 2 of the free columns on the left, no copy
+    assert batch.kv is buffer and batch.width - batch.start == 5
+    assert used(batch) == [[0, 0, 1, 1, 1], [0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]
     for row, (n, value) in enumerate([(3, 10.0), (2, 20.0), (5, 30.0)]):
         assert torch.equal(batch.extract(row), sequence(n, value))
 
@@ -112,28 +120,46 @@ def test_running_batch_step_and_remove():
     assert mask.tolist() == [[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]  # the new column is open for both rows
     new_keys = torch.full((2, 1, 1, 2), 7.0)
     keys, _ = cache.layers[0].update(new_keys, -new_keys)
-    assert keys.shape == (2, 1, 5, 2)
+    assert keys.shape == (2, 1, 5, 2) and cache.layers[0].get_seq_length() == 5
     batch.advance()
-    batch.remove(0)  # the last row moves into row 0
-    assert batch.rows == 1
+    batch.remove(0)  # the last row moves into row 0; the columns only the removed row used are no longer read
+    assert batch.rows == 1 and batch.width - batch.start == 3
+    assert batch.step_inputs()[1].tolist() == [[1, 1, 1, 1]]
     kv = batch.extract(0)  # [layers, 2, heads, tokens, dim]
     assert kv[0, 0, 0, :, 0].tolist() == [20.0, 21.0, 7.0] and kv[0, 1, 0, :, 0].tolist() == [-20.0, -21.0, -7.0]
 
 
-def test_a_reallocation_leaves_an_eighth_of_the_width_free_and_at_least_64_columns():
+def test_a_fresh_layout_leaves_free_columns_on_both_sides():
     batch = RunningBatch(max_rows=2)
     batch.add(sequence(600, 0.0))
-    assert (batch.width, batch.capacity) == (600, 600 + 75)  # 600 // 8 columns free
-    for _ in range(75):  # decode steps fill the free columns without a copy
+    # 64 free columns on the left, an eighth of the width on the right
+    assert (batch.start, batch.width, batch.capacity) == (64, 664, 664 + 75)
+    for _ in range(75):  # decode steps fill the free columns on the right without a copy
         batch.step_inputs()
         batch.advance()
-    assert batch.capacity == 675
-    batch.step_inputs()  # the 76th needs a column more: 676 + 676 // 8
-    assert batch.capacity == 676 + 84
+    assert batch.capacity == 739
+    batch.step_inputs()  # the 76th needs a column more: 675 kept columns, 675 // 8 free after the new one
+    assert (batch.start, batch.capacity - batch.width) == (64, 1 + 84)
     small = RunningBatch(max_rows=2)
     small.add(sequence(10, 0.0))
-    assert small.capacity == 10 + 64
+    assert small.capacity == 64 + 10 + 64
     assert torch.equal(batch.extract(0)[..., :600, :], sequence(600, 0.0))
+
+
+def test_the_left_margin_grows_to_what_joining_rows_outgrew_the_batch_by():
+    batch = RunningBatch(max_rows=3)
+    batch.add(sequence(10, 0.0))
+    batch.add(sequence(110, 1.0))  # 100 longer than the running row: past the 64 free columns, one copy
+    assert batch.margin == 100 and batch.start == 100 and batch.width - batch.start == 110
+    assert batch.extract(0)[0, 0, 0, :, 0].tolist() == list(range(10))
+    batch.remove(1)
+    batch.remove(0)
+    batch.add(sequence(50, 2.0))  # an empty batch: the same buffer, the learned margin on the left
+    buffer = batch.kv
+    assert batch.start == 100
+    batch.add(sequence(150, 3.0))  # 100 longer again: the margin takes it
+    assert batch.kv is buffer and batch.start == 0
+    assert torch.equal(batch.extract(1), sequence(150, 3.0)) and torch.equal(batch.extract(0), sequence(50, 2.0))
 
 
 def poison_new_buffers(monkeypatch) -> None:
@@ -143,33 +169,81 @@ def poison_new_buffers(monkeypatch) -> None:
     )
 
 
+def assert_readable(batch: RunningBatch) -> None:
+    """Every column a decode step reads holds a number (a token's keys/values, or a zeroed hole)."""
+    assert torch.isfinite(batch.kv[: batch.rows, ..., batch.start : batch.width, :]).all()
+
+
+def decode_step(batch: RunningBatch, value: float) -> None:
+    cache, mask = batch.step_inputs()
+    assert mask.shape == (batch.rows, batch.width + 1 - batch.start)
+    new = torch.full((batch.rows, 1, 1, 2), value)
+    for layer in cache.layers:
+        keys, values = layer.update(new, -new)
+        assert keys.shape[2] == mask.shape[1]
+    batch.advance()
+
+
 def test_every_column_a_decode_step_reads_is_written_or_zeroed(monkeypatch):
     poison_new_buffers(monkeypatch)
     batch = RunningBatch(max_rows=3)
-
-    def assert_readable():
-        assert torch.isfinite(batch.kv[: batch.rows, ..., : batch.width, :]).all()
-
-    def step():
-        cache, _ = batch.step_inputs()
-        new = torch.full((batch.rows, 1, 1, 2), 7.0)
-        for layer in cache.layers:
-            layer.update(new, -new)
-        batch.advance()
-        assert_readable()
-
     batch.add(sequence(3, 10.0))
     batch.add(sequence(2, 20.0))  # joins with a hole on its left
-    assert_readable()
-    batch.add(sequence(70, 30.0))  # longer than the batch: a reallocation shifts the running rows right
-    assert_readable()
+    assert_readable(batch)
+    batch.add(sequence(70, 30.0))  # longer than the batch: it takes free columns on the left
+    assert_readable(batch)
     for _ in range(40):  # past the free columns: reallocations while every row runs
-        step()
-    batch.remove(0)
-    batch.add(sequence(5, 40.0))  # into a row of the fresh buffer, far from the right edge
-    assert_readable()
-    step()
-    assert torch.equal(batch.extract(2)[..., :5, :], sequence(5, 40.0))
+        decode_step(batch, 7.0)
+        assert_readable(batch)
+    batch.remove(2)  # the longest row goes: the reads start later
+    batch.add(sequence(200, 40.0))  # past the margin: a copy, with the running rows' new holes zeroed
+    assert_readable(batch)
+    decode_step(batch, 8.0)
+    assert_readable(batch)
+    assert torch.equal(batch.extract(2)[..., :200, :], sequence(200, 40.0))
+
+
+@st.composite
+def batch_operations(draw):
+    """A run of joins (a length), departures (a row, by rank) and decode steps (``None``)."""
+    operation = st.one_of(
+        st.tuples(st.just("add"), st.integers(1, 160)),
+        st.tuples(st.just("remove"), st.integers(0, 7)),
+        st.tuples(st.just("step"), st.integers(1, 30)),
+    )
+    return draw(st.lists(operation, min_size=1, max_size=25))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch_operations())
+def test_a_running_batch_keeps_every_rows_tokens_in_order_whatever_joins_and_leaves(operations):
+    with mock.patch.object(
+        torch.Tensor, "new_empty", lambda self, size, **_: torch.full(tuple(size), math.nan, dtype=self.dtype)
+    ):
+        batch, rows, token = RunningBatch(max_rows=4), [], 0.0  # rows: each running row's key values, in order
+        for kind, argument in operations:
+            if kind == "add" and batch.rows < batch.max_rows:
+                batch.add(sequence(argument, token))
+                rows.append([token + i for i in range(argument)])
+                token += 1000.0
+            elif kind == "remove" and batch.rows:
+                row = argument % batch.rows
+                batch.remove(row)
+                rows[row] = rows[-1]
+                rows.pop()
+            elif kind == "step" and batch.rows:
+                for _ in range(argument):
+                    decode_step(batch, token)
+                    for values in rows:
+                        values.append(token)
+                    token += 1.0
+            if not batch.rows:
+                continue
+            assert_readable(batch)
+            assert batch.start == min(batch.width - len(values) for values in rows)
+            for row, values in enumerate(rows):
+                assert batch.extract(row)[0, 0, 0, :, 0].tolist() == values
+                assert batch.mask[row].nonzero()[:, 0].tolist() == list(range(batch.width - len(values), batch.width))
 
 
 def test_a_batched_prefill_zeroes_the_holes_left_of_shorter_prefixes(monkeypatch):
