@@ -149,9 +149,11 @@ def lockstep(model, tokenizer, renderer, seeds, max_new_tokens) -> Result:
     return Result("lock-step", len(seeds), generated, time.perf_counter() - started, {})
 
 
-async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -> Result:
+async def play_inprocess(model, renderer, seeds, max_new_tokens: int, sampling_seed: int | None = None):
+    """Every episode of ``seeds`` at once through one ``hf`` engine: the wall time, the engine's stats and the
+    trajectories (with ``sampling_seed``, the same tokens whenever the engine computes the same logits)."""
     engine = HfEngine(model, max_batch_size=len(seeds))
-    sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0)
+    sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0, seed=sampling_seed)
     limits = EpisodeLimits(max_new_tokens=max_new_tokens, max_total_tokens=8192)
     started = time.perf_counter()
     runs = [
@@ -169,6 +171,11 @@ async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -
     seconds = time.perf_counter() - started
     stats = engine.stats()
     await engine.close()
+    return seconds, stats, trajectories
+
+
+async def turngym_inprocess(model, tokenizer, renderer, seeds, max_new_tokens) -> Result:
+    seconds, stats, trajectories = await play_inprocess(model, renderer, seeds, max_new_tokens)
     errors = [t.error for t in trajectories if t.termination == "error"]
     if errors:
         raise RuntimeError(f"{len(errors)} episodes failed, first: {errors[0]}")

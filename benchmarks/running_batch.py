@@ -3,7 +3,7 @@
     git show <commit>:agents/engines/hf_kv.py > /tmp/hf_kv_before.py
     python benchmarks/running_batch.py --baseline /tmp/hf_kv_before.py --rounds 4
 
-Both play the workload of ``benchmarks/rollout.py``'s turngym loop (16 five-turn Sokoban episodes through the
+Both play ``benchmarks/rollout.py``'s turngym loop (16 five-turn Sokoban episodes through the
 ``hf`` engine, replies of up to 32 tokens at temperature 1.0) with a sampling seed, so both generate the same
 tokens (the script checks it) and differ only in the :class:`~agents.engines.hf_kv.RunningBatch` the engine
 decodes with: the baseline module's class is swapped in for it. The order alternates round by round.
@@ -24,11 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-import envs
+from rollout import play_inprocess
+
 from agents.chat import ChatRenderer
 from agents.engines import hf, hf_kv
-from agents.engines.base import SamplingParams
-from agents.episode import EpisodeLimits, EpisodeSpec, run_episode
 from agents.models import load_model, load_tokenizer
 
 
@@ -66,29 +65,6 @@ class Counted:
         self.reallocations, self.reallocation_s, self.read, self.real = 0, 0.0, 0, 0
 
 
-async def rollout(model, renderer, episodes: int) -> tuple[float, dict, list]:
-    engine = hf.HfEngine(model, max_batch_size=episodes)
-    sampling = SamplingParams(max_new_tokens=32, temperature=1.0, seed=0)
-    limits = EpisodeLimits(max_new_tokens=32, max_total_tokens=8192)
-    started = time.perf_counter()
-    runs = [
-        run_episode(
-            envs.make("sokoban", max_turns=5),
-            engine,
-            renderer,
-            EpisodeSpec("sokoban", seed, f"g{seed}"),
-            sampling=sampling,
-            limits=limits,
-        )
-        for seed in range(episodes)
-    ]
-    trajectories = await asyncio.gather(*runs)
-    seconds = time.perf_counter() - started
-    stats = engine.stats()
-    await engine.close()
-    return seconds, stats.extra, trajectories
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", type=Path, required=True, help="an hf_kv.py of another checkout")
@@ -110,7 +86,10 @@ def main() -> None:
             counter = configurations[name]
             counter.reset()
             hf.RunningBatch = counter.cls
-            seconds, extra, trajectories = asyncio.run(rollout(model, renderer, args.episodes))
+            seconds, stats, trajectories = asyncio.run(
+                play_inprocess(model, renderer, list(range(args.episodes)), 32, 0)
+            )
+            extra = stats.extra
             responses = [t.response_ids for t in trajectories]
             tokens.setdefault("first", responses)
             if responses != tokens["first"]:
