@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import numpy as np
 import pytest
@@ -178,13 +179,21 @@ def test_an_update_on_the_engines_layer_inputs_is_the_update_that_runs_every_lay
         ours, theirs = await rollout(shared), await rollout(full)
         assert torch.equal(ours.input_ids, theirs.input_ids)  # the same policy sampled the same tokens
         assert shared.layer_inputs.stored_tokens > 0  # the rollout's end freed the prefix cache, not the store
-        assert update_once(shared, ours)["frozen_layers_from_engine"] == 1.0
-        assert "frozen_layers_from_engine" not in update_once(full, theirs)
+        ours_stats, theirs_stats = update_once(shared, ours), update_once(full, theirs)
+        assert ours_stats.pop("frozen_layers_from_engine") == 1.0 and "frozen_layers_from_engine" not in theirs_stats
+        for name in ("entropy", "value_head.value_mean"):  # the forwards' own figures: equal to rounding
+            assert math.isclose(ours_stats[name], theirs_stats[name], rel_tol=1e-5, abs_tol=1e-6), name
         after, reference = trained(shared), trained(full)
         moved = max(float((after[n] - before[n]).abs().max()) for n in after)
         assert moved > 1e-3  # the step changed the adapters and the head
+        # Each weight's move, to float rounding of the move: Adam divides every gradient element by its own running
+        # magnitude, so layer inputs equal to rounding (the test above) give moves that differ by up to about 1e-4 of
+        # their size where an element's gradients nearly cancel between optimizer steps (the CPU's kernels decide
+        # which). The forward's own figures above are the sensitive check: one response position's input 0.1% off
+        # moves the mean value past its tolerance.
         for name, value in reference.items():
-            torch.testing.assert_close(after[name], value, atol=2e-6, rtol=1e-5, msg=name)
+            moved, expected = after[name] - before[name], value - before[name]
+            torch.testing.assert_close(moved, expected, atol=2e-6, rtol=1e-3, msg=name)
 
         # a sync empties the store: the next update has nothing to read and runs every layer
         await shared.update_weights(None, 1)
