@@ -192,8 +192,8 @@ def test_an_update_on_the_engines_layer_inputs_is_the_update_that_runs_every_lay
         # which). The forward's own figures above are the sensitive check: one response position's input 0.1% off
         # moves the mean value past its tolerance.
         for name, value in reference.items():
-            moved, expected = after[name] - before[name], value - before[name]
-            torch.testing.assert_close(moved, expected, atol=2e-6, rtol=1e-3, msg=name)
+            step, expected = after[name] - before[name], value - before[name]
+            torch.testing.assert_close(step, expected, atol=2e-6, rtol=1e-3, msg=name)
 
         # a sync empties the store: the next update has nothing to read and runs every layer
         await shared.update_weights(None, 1)
