@@ -318,6 +318,7 @@ class ModelWorker:
             temperature=temperature,
             chunk_size=chunk,
             entropy=entropy_wanted,
+            entropy_grad=with_entropy == "grad",
             first_layer=first_layer,
         )
         index, shape = (rows.to(self.device), columns.to(self.device)), mb.input_ids.shape
@@ -909,11 +910,13 @@ def _head_outputs(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     entropy: bool = False,
+    entropy_grad: bool = False,
     first_layer: int = 0,
 ) -> tuple[Tensor | None, Tensor | None, Tensor]:
     """The decoder on ``body``; at its last hidden state's positions ``hidden_index`` (``features`` ``[N, H]``) the
-    logprobs of ``targets`` ``[N]`` and the entropy (``None`` without ``targets`` or ``entropy``). ``first_layer``
-    > 0: ``body["inputs_embeds"]`` is that decoder layer's input, and the layers below it do not run."""
+    logprobs of ``targets`` ``[N]`` and the entropy (``None`` without ``targets`` or ``entropy``; ``entropy_grad``:
+    the loss differentiates it). ``first_layer`` > 0: ``body["inputs_embeds"]`` is that decoder layer's input, and
+    the layers below it do not run."""
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps the LM
     decoder = causal_lm.get_decoder()
     with _layers_from(decoder, first_layer):
@@ -923,7 +926,14 @@ def _head_outputs(
         return None, None, features
     head = model.get_output_embeddings()
     logprobs, entropies = chunked_token_logprobs(
-        features, head.weight, head.bias, targets, temperature=temperature, chunk_size=chunk_size, entropy=entropy
+        features,
+        head.weight,
+        head.bias,
+        targets,
+        temperature=temperature,
+        chunk_size=chunk_size,
+        entropy=entropy,
+        entropy_grad=entropy_grad,
     )
     return logprobs, entropies, features
 

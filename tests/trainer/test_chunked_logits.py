@@ -3,6 +3,9 @@
 * Values and gradients (hidden states, head weight and bias) equal those of ``token_logprobs`` and
   ``entropy_from_logits`` on the whole ``[N, V]`` logits, whatever the chunk size (dividing N or not),
   at any temperature; ``gradcheck`` on a tiny float64 case.
+* With the head frozen (LoRA) the forward makes the hidden states' gradient vectors and the backward makes no
+  logits; the gradients equal the full logits' all the same, with or without the entropy's vector made early
+  (``entropy_grad``), and ``gradcheck`` holds on them.
 * A hand-derived case: two equal logits give logprob -log 2 and entropy log 2.
 * On the tiny Llama (one FSDP2 rank, gloo): a worker with ``logits_chunk_size`` 3 gives the logprobs,
   reference logprobs, values and updates (PPO with an entropy bonus and the value loss, then SFT) of one
@@ -20,6 +23,7 @@ from hypothesis import strategies as st
 
 from agents.models import tiny_model_path
 from trainer.algos import Aggregation, PolicyLossSpec, chunked_token_logprobs, entropy_from_logits, token_logprobs
+from trainer.algos.chunked_logits import _gradients_in_forward
 from trainer.batch import TrainBatch
 from trainer.learner_specs import LoraSpec, OptimizerSpec, WorkerSpec, decoder_layers
 from trainer.learner_worker import ModelWorker
@@ -79,6 +83,58 @@ def test_logprob_gradient_alone_and_frozen_head():
     torch.testing.assert_close(got, want)
 
 
+def test_a_frozen_head_makes_the_gradients_in_the_forward_only_when_a_gradient_is_wanted():
+    h, w, b, ids = case(3, 4, 9, torch.float32)
+    assert not _gradients_in_forward(h, w, b)  # the head trains: its gradient needs the logits again
+    assert _gradients_in_forward(h, w.detach(), b.detach())
+    assert _gradients_in_forward(h, w.detach(), None)
+    assert not _gradients_in_forward(h.detach(), w.detach(), None)  # nothing to differentiate
+    with torch.no_grad():
+        assert not _gradients_in_forward(h, w.detach(), None)  # scoring: no backward follows
+
+
+@pytest.mark.parametrize("entropy_grad", [True, False], ids=["entropy-early", "entropy-recomputed"])
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no-bias"])
+def test_a_frozen_head_gives_the_full_logits_gradients(monkeypatch, entropy_grad, with_bias):
+    import trainer.algos.chunked_logits as chunked
+
+    h, w, b, ids = case(7, 5, 11, torch.float64, bias=with_bias)
+    w, b = w.detach(), None if b is None else b.detach()
+    logits_made = []
+    scaled = chunked._scaled_logits
+    monkeypatch.setattr(chunked, "_scaled_logits", lambda *a: logits_made.append(1) or scaled(*a))
+    lp, ent = chunked_token_logprobs(h, w, b, ids, temperature=0.7, chunk_size=3, entropy=True, entropy_grad=True)
+    forward_chunks = len(logits_made)
+    assert forward_chunks == 3
+    want_lp, want_h = reference(h, w, b, ids, 0.7)
+    torch.testing.assert_close(lp, want_lp, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(ent, want_h, atol=1e-10, rtol=1e-10)
+    coef = torch.linspace(-1, 2, 7, dtype=torch.float64), torch.linspace(0.5, -0.3, 7, dtype=torch.float64)
+    if not entropy_grad:  # the same call without the entropy's vector: its part of the backward recomputes
+        lp, ent = chunked_token_logprobs(h, w, b, ids, temperature=0.7, chunk_size=3, entropy=True)
+        forward_chunks = len(logits_made)
+    (logprob_only,) = torch.autograd.grad(lp.sum(), h, retain_graph=True)  # the logprobs' vector alone
+    want_only = torch.autograd.grad(want_lp.sum(), h, retain_graph=True)[0]
+    torch.testing.assert_close(logprob_only, want_only, atol=1e-10, rtol=1e-10)
+    (got,) = grads((lp, ent), (h,), coef)
+    (want,) = grads((want_lp, want_h), (h,), coef)
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)
+    assert len(logits_made) - forward_chunks == (0 if entropy_grad else 3)  # logits made again in the backward
+
+
+def test_a_frozen_bf16_head_gives_the_full_logits_gradients_to_bf16_rounding():
+    h, w, b, ids = case(6, 8, 32, torch.float32, bias=False)
+    h16, w16 = h.detach().bfloat16().requires_grad_(), w.detach().bfloat16()
+    lp, ent = chunked_token_logprobs(h16, w16, None, ids, chunk_size=4, entropy=True, entropy_grad=True)
+    assert lp.dtype == ent.dtype == torch.float32
+    coef = torch.linspace(-1, 2, 6), torch.linspace(0.5, -0.3, 6)
+    (got,) = grads((lp, ent), (h16,), coef)
+    assert got.dtype == torch.bfloat16
+    want_lp, want_h = reference(h16.float(), w16.float(), None, ids, 1.0)
+    (want,) = torch.autograd.grad((want_lp * coef[0]).sum() + (want_h * coef[1]).sum(), h16)
+    torch.testing.assert_close(got.float(), want.float(), atol=0.05, rtol=0.02)
+
+
 def test_gradcheck_float64():
     h, w, b, ids = case(5, 3, 6, torch.float64)
 
@@ -86,6 +142,13 @@ def test_gradcheck_float64():
         return chunked_token_logprobs(h, w, b, ids, temperature=1.3, chunk_size=2, entropy=True)
 
     assert torch.autograd.gradcheck(fn, (h, w, b))
+
+    def frozen_head(h):  # the gradient vectors made in the forward
+        return chunked_token_logprobs(
+            h, w.detach(), b.detach(), ids, temperature=1.3, chunk_size=2, entropy=True, entropy_grad=True
+        )
+
+    assert torch.autograd.gradcheck(frozen_head, (h,))
 
 
 def test_no_positions():
@@ -114,16 +177,23 @@ def test_bad_arguments_raise():
     chunk_size=st.integers(1, 25),
     temperature=st.floats(0.3, 2.0),
     seed=st.integers(0, 1000),
+    frozen=st.booleans(),
+    entropy_grad=st.booleans(),
 )
-def test_property_any_shape_and_chunk_size(n, hidden, vocab, chunk_size, temperature, seed):
+def test_property_any_shape_and_chunk_size(n, hidden, vocab, chunk_size, temperature, seed, frozen, entropy_grad):
     h, w, b, ids = case(n, hidden, vocab, torch.float64, seed)
+    if frozen:  # the gradients made in the forward
+        w, b = w.detach(), b.detach()
     want_lp, want_h = reference(h, w, b, ids, temperature)
-    lp, ent = chunked_token_logprobs(h, w, b, ids, temperature=temperature, chunk_size=chunk_size, entropy=True)
+    lp, ent = chunked_token_logprobs(
+        h, w, b, ids, temperature=temperature, chunk_size=chunk_size, entropy=True, entropy_grad=entropy_grad
+    )
     torch.testing.assert_close(lp, want_lp, atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(ent, want_h, atol=1e-10, rtol=1e-10)
     if n:
         coef = torch.randn(n, dtype=torch.float64), torch.randn(n, dtype=torch.float64)
-        got, want = grads((lp, ent), (h, w, b), coef), grads((want_lp, want_h), (h, w, b), coef)
+        inputs = (h,) if frozen else (h, w, b)
+        got, want = grads((lp, ent), inputs, coef), grads((want_lp, want_h), inputs, coef)
         for g, e in zip(got, want, strict=True):
             torch.testing.assert_close(g, e, atol=1e-9, rtol=1e-9)
 
