@@ -45,8 +45,10 @@ padded to the longest; the packing above, prefix included, applies where the chu
 Chunked logits (``WorkerSpec.logits_chunk_size`` > 0). The actor and the reference run the decoder alone and
 apply the vocabulary head to its last hidden state at the response's positions only, a chunk of positions at a
 time, forward and backward (:func:`trainer.algos.chunked_token_logprobs`): no ``[rows, tokens, vocabulary]``
-logits tensor exists, and the value head reads the same hidden states. Both run inside ``head_outputs``, a
-second forward method of the root FSDP unit (:func:`_register_head_outputs`), so FSDP's hooks run as around
+logits tensor exists, and the value head reads the same hidden states. With the head frozen (LoRA) an update's
+forward also makes each position's gradient vectors, so its backward makes no logits; the entropy's only where the
+loss has an entropy bonus (``entropy_grad``). The decoder and the head run inside ``head_outputs``, a second
+forward method of the root FSDP unit (:func:`_register_head_outputs`), so FSDP's hooks run as around
 ``forward``. ``0`` keeps the model's own forward (logits of every kept position).
 
 Frozen layers from the engine (``ModelWorker.layer_inputs``, set by the colocated worker of :mod:`trainer.colocated`).
