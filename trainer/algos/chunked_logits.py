@@ -142,21 +142,18 @@ class _ChunkedLogprobs(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_logprobs, grad_entropies):
         hidden, weight, bias, token_ids, lse, entropies, d_logprob, d_entropy = ctx.saved_tensors
-        grad_hidden = None
-        if grad_logprobs is not None and d_logprob is not None:
-            grad_hidden = grad_logprobs[:, None] * d_logprob
-            grad_logprobs = None
-        if grad_entropies is not None and d_entropy is not None:
-            part = grad_entropies[:, None] * d_entropy
-            grad_hidden = part if grad_hidden is None else grad_hidden.add_(part)
-            grad_entropies = None
-        if grad_hidden is not None:
-            grad_hidden = grad_hidden.to(hidden.dtype)
-        if grad_logprobs is None and grad_entropies is None:
-            wants_hidden = ctx.needs_input_grad[0]
-            return (grad_hidden if wants_hidden else None), None, None, None, None, None, None, None
-        grads = _recomputed_grads(ctx, hidden, weight, bias, token_ids, lse, entropies, grad_logprobs, grad_entropies)
-        if grad_hidden is not None and grads[0] is not None:
+        grad_hidden = None  # from the vectors the forward made
+        for grad, vectors in ((grad_logprobs, d_logprob), (grad_entropies, d_entropy)):
+            if grad is not None and vectors is not None:
+                part = grad[:, None] * vectors
+                grad_hidden = part if grad_hidden is None else grad_hidden.add_(part)
+        grad_hidden = None if grad_hidden is None else grad_hidden.to(hidden.dtype)
+        rest_logprobs = grad_logprobs if d_logprob is None else None  # what the vectors do not cover
+        rest_entropies = grad_entropies if d_entropy is None else None
+        if rest_logprobs is None and rest_entropies is None:
+            return grad_hidden, None, None, None, None, None, None, None
+        grads = _recomputed_grads(ctx, hidden, weight, bias, token_ids, lse, entropies, rest_logprobs, rest_entropies)
+        if grad_hidden is not None:  # only made where hidden wants a gradient, so grads[0] exists
             grads[0].add_(grad_hidden)
         return (*grads, None, None, None, None, None)
 
