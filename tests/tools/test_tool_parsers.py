@@ -94,18 +94,29 @@ def test_stray_closing_tags_and_plain_text_give_no_calls():
 
 
 def test_hostile_inputs_parse_in_linear_time():
-    inputs = [
-        "<tool_call>" * 100_000,
-        '<tool_call>{"name": "x"}' * 50_000,
-        "<think>" * 100_000,
-        '<tool_call>"' + 'x</tool_call><tool_call>"' * 50_000,
-        "<tool_call>" + "[" * 200_000,
-        "A" * 2_000_000,
+    # Each hostile pattern at n and 4n repeats: linear parsing takes about 4x as long, quadratic 16x. Compared
+    # with each other on the same machine (the fastest of 3 tries), not against a wall-clock bound that a
+    # loaded machine misses; the 50 ms absolute slack covers patterns that parse in well under a millisecond.
+    patterns = [
+        lambda n: "<tool_call>" * (4 * n),
+        lambda n: '<tool_call>{"name": "x"}' * (2 * n),
+        lambda n: "<think>" * (4 * n),
+        lambda n: '<tool_call>"' + 'x</tool_call><tool_call>"' * (2 * n),
+        lambda n: "<tool_call>" + "[" * (8 * n),
+        lambda n: "A" * (80 * n),
     ]
-    for text in inputs:
-        start = time.perf_counter()
-        parse_hermes(text)
-        assert time.perf_counter() - start < 2.0, text[:40]
+
+    def fastest(text: str) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            parse_hermes(text)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    for pattern in patterns:
+        small, large = pattern(6_250), pattern(25_000)  # the largest as before: 100,000 tags, 2,000,000 characters
+        assert fastest(large) < 8 * fastest(small) + 0.05, large[:40]
 
 
 def test_openai_tool_calls():
