@@ -5,6 +5,7 @@
     python benchmarks/learning_draws.py --draws 4 --warmup runs/w/policy  # reuse a warm-up policy
     python benchmarks/learning_draws.py --seeds 0 6000 --warmup runs/w/policy --out runs/d  # these draws, into runs/d
     python benchmarks/learning_draws.py --seeds 0 6000 --warmup runs/w/policy --out runs/e --against runs/d -- ...
+    python benchmarks/learning_draws.py --seeds 0 1000 --jobs 2 --warmup runs/w/policy   # two draws at once
 
 What one run of the main command cannot say: how much of RL's gain is the draw of training levels. So:
 
@@ -25,6 +26,12 @@ evaluation, algorithm and overrides, recorded in ``<out>/settings.json``), the w
 finished draw (``<out>/draw_<seed>/draw.json``) are read back instead of run again, so a table can be
 assembled from several sessions; other settings in that folder are an error, not a silent mix.
 
+Draws at once: ``--jobs 2`` runs two draws side by side, each its own ``trainer.run`` (and Ray cluster) and its
+own evaluation. A run on this 2-core CPU leaves a core idle much of the time (the engine waits on environments,
+the driver on the engine), so two at a time finish sooner than one after the other, but each draw's
+``rl_wall_s`` then counts the time it shared the machine: compare wall times only between runs of the same
+``jobs`` (recorded in the JSON). The draws' results do not depend on it: their seeds fix what each plays.
+
 Comparing two methods: ``--against <folder>`` pairs each draw with the draw of the same training seed in another
 folder made from the same warm-up policy and evaluation (``against`` in the JSON): per held-out seed, success here
 minus there, so the draw's luck cancels out of the difference.
@@ -43,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from learning_run import TreeMemory
@@ -168,6 +176,31 @@ def against(out: Path, other: Path) -> dict:
     return {"folder": str(other), "draws": draws, "overall": interval(means, t=True) if means else None}
 
 
+def run_draw(seed: int, policy: Path, warm: dict[int, float], args: argparse.Namespace, out: Path) -> dict:
+    """One draw: the RL phase from ``policy`` with training seed ``seed``, its final policy evaluated on the
+    held-out seeds and paired per seed with the warm-up's ``warm``; written to ``<out>/draw_<seed>/draw.json``."""
+    run_dir = out / f"draw_{seed}"
+    command = [
+        sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}",
+        f"model={policy}", *smollm2_rl(), "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
+        f"trainer.run_dir={run_dir}", "trainer.progress=false", *episode_limits(args), *args.overrides,
+    ]  # fmt: skip
+    wall_s, memory = run_timed(command)
+    final = sorted((run_dir / "checkpoints").glob("step_*"))[-1] / "policy"
+    after = evaluate(final, args, run_dir / "held_out.jsonl")
+    paired = sorted(warm.keys() & after.keys())
+    draw = {
+        "seed": seed,
+        "rl_wall_s": wall_s,
+        "peak_pss_gib": memory.peak_pss / 2**30,
+        "success": interval([after[s] for s in paired]),
+        "rl_minus_warmup": interval([after[s] - warm[s] for s in paired]),
+    }
+    (run_dir / "draw.json").write_text(json.dumps(draw, indent=2))
+    print(json.dumps(draw), flush=True)
+    return draw
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=4)
@@ -188,8 +221,13 @@ def main() -> None:
     parser.add_argument(
         "--against", default=None, help="a folder of draws from the same warm-up and evaluation: pair with its draws"
     )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="draws run at once (each its own Ray cluster; their wall times overlap)"
+    )
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     out = Path(args.out or tempfile.mkdtemp(prefix="turngym-draws-"))
     out.mkdir(parents=True, exist_ok=True)
     limits = episode_limits(args)
@@ -209,31 +247,19 @@ def main() -> None:
     warm = per_seed_success(warm_path) if resumable and warm_path.exists() else evaluate(policy, args, warm_path)
     report["warmup_success"] = interval(list(warm.values()))
     seeds = args.seeds or [args.first_seed + k * args.seed_stride for k in range(args.draws)]
+    draws: dict[int, dict] = {}
     for seed in seeds:
-        run_dir = out / f"draw_{seed}"
-        if resumable and (run_dir / "draw.json").exists():
-            report["draws"].append(json.loads((run_dir / "draw.json").read_text()))
-            print(f"draw {seed}: read back from {run_dir / 'draw.json'}", flush=True)
-            continue
-        command = [
-            sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}",
-            f"model={policy}", *smollm2_rl(), "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
-            f"trainer.run_dir={run_dir}", "trainer.progress=false", *limits, *args.overrides,
-        ]  # fmt: skip
-        wall_s, memory = run_timed(command)
-        final = sorted((run_dir / "checkpoints").glob("step_*"))[-1] / "policy"
-        after = evaluate(final, args, run_dir / "held_out.jsonl")
-        seeds = sorted(warm.keys() & after.keys())
-        draw = {
-            "seed": seed,
-            "rl_wall_s": wall_s,
-            "peak_pss_gib": memory.peak_pss / 2**30,
-            "success": interval([after[s] for s in seeds]),
-            "rl_minus_warmup": interval([after[s] - warm[s] for s in seeds]),
-        }
-        report["draws"].append(draw)
-        (run_dir / "draw.json").write_text(json.dumps(draw, indent=2))
-        print(json.dumps(draw), flush=True)
+        done = out / f"draw_{seed}" / "draw.json"
+        if resumable and done.exists():
+            draws[seed] = json.loads(done.read_text())
+            print(f"draw {seed}: read back from {done}", flush=True)
+    pending = [seed for seed in seeds if seed not in draws]
+    # A draw that fails raises here once the others running beside it have finished and written their draw.json.
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        finished = pool.map(lambda seed: run_draw(seed, policy, warm, args, out), pending)
+        draws.update(zip(pending, finished, strict=True))
+    report["draws"] = [draws[seed] for seed in seeds]
+    report["jobs"] = args.jobs
     gains = [d["rl_minus_warmup"]["mean"] for d in report["draws"]]
     report["overall"] = {
         "rl_minus_warmup": interval(gains, t=True),

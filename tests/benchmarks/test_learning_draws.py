@@ -1,10 +1,11 @@
-"""``benchmarks/learning_draws.py`` resumes only a folder made with the same settings."""
+"""``benchmarks/learning_draws.py`` resumes only a folder made with the same settings, and runs draws side by side."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from agents.trajectory import Trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+import learning_draws
 from learning_draws import against, interval, same_settings
 
 
@@ -95,3 +97,64 @@ def test_draws_from_another_warm_up_or_evaluation_are_not_paired(tmp_path: Path)
     theirs = _draws(tmp_path / "theirs", _args(sampling_seed=None), {0: [False]})
     with pytest.raises(SystemExit, match=r"differs from .* in sampling_seed: its draws cannot be paired"):
         against(ours, theirs)
+
+
+def test_draws_run_side_by_side_keep_their_order_and_each_writes_its_result(tmp_path: Path, monkeypatch) -> None:
+    running, most = set(), [0]
+    lock, both_started = threading.Lock(), threading.Barrier(2, timeout=10)
+
+    def fake_run(command: list[str]):
+        seed = int(next(a for a in command if a.startswith("trainer.seed=")).split("=")[1])
+        with lock:
+            running.add(seed)
+            most[0] = max(most[0], len(running))
+        both_started.wait()  # a second draw that never starts beside the first times this out
+        run_dir = Path(next(a for a in command if a.startswith("trainer.run_dir=")).split("=", 1)[1])
+        (run_dir / "checkpoints" / "step_000002" / "policy").mkdir(parents=True)
+        with lock:
+            running.discard(seed)
+        return 10.0 + seed, type("Memory", (), {"peak_pss": 2**30})()
+
+    successes = {"warmup": [True, False, False, False], "draw_0": [True, True, False, False],
+                 "draw_1000": [True, True, True, True]}  # fmt: skip
+
+    def fake_evaluate(policy: Path, args, out: Path) -> dict[int, float]:
+        key = "warmup" if out.name == "warmup_eval.jsonl" else out.parent.name
+        return {10_000 + k: float(ok) for k, ok in enumerate(successes[key])}
+
+    monkeypatch.setattr(learning_draws, "run_timed", fake_run)
+    monkeypatch.setattr(learning_draws, "evaluate", fake_evaluate)
+    monkeypatch.setattr(learning_draws, "smollm2_rl", lambda: [])
+    out = tmp_path / "draws"
+    argv = [
+        "learning_draws.py",
+        "--seeds",
+        "1000",
+        "0",
+        "--jobs",
+        "2",
+        "--warmup",
+        str(tmp_path / "w"),
+        "--out",
+        str(out),
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
+    learning_draws.main()
+    report = json.loads((out / "learning_draws.json").read_text())
+    assert most[0] == 2 and report["jobs"] == 2
+    assert [d["seed"] for d in report["draws"]] == [1000, 0]  # the order asked for, whichever finished first
+    # seed 1000: 4 of 4 against the warm-up's 1 of 4 -> +0.75; seed 0: 2 of 4 -> +0.25
+    assert [d["rl_minus_warmup"]["mean"] for d in report["draws"]] == [0.75, 0.25]
+    assert [d["rl_wall_s"] for d in report["draws"]] == [1010.0, 10.0]
+    assert json.loads((out / "draw_0" / "draw.json").read_text())["success"]["mean"] == 0.5
+    # run again: both draws are read back, nothing is trained
+    monkeypatch.setattr(learning_draws, "run_timed", lambda command: pytest.fail("a finished draw ran again"))
+    learning_draws.main()
+    assert json.loads((out / "learning_draws.json").read_text())["draws"] == report["draws"]
+
+
+def test_jobs_below_one_are_refused(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(sys, "argv", ["learning_draws.py", "--jobs", "0"])
+    with pytest.raises(SystemExit):
+        learning_draws.main()
+    assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
