@@ -176,13 +176,16 @@ def against(out: Path, other: Path) -> dict:
     return {"folder": str(other), "draws": draws, "overall": interval(means, t=True) if means else None}
 
 
-def run_draw(seed: int, policy: Path, warm: dict[int, float], args: argparse.Namespace, out: Path) -> dict:
-    """One draw: the RL phase from ``policy`` with training seed ``seed``, its final policy evaluated on the
-    held-out seeds and paired per seed with the warm-up's ``warm``; written to ``<out>/draw_<seed>/draw.json``."""
+def run_draw(
+    seed: int, policy: Path, model: list[str], warm: dict[int, float], args: argparse.Namespace, out: Path
+) -> dict:
+    """One draw: the RL phase from ``policy`` (with ``model``'s settings, :func:`smollm2_rl`) and training seed
+    ``seed``, its final policy evaluated on the held-out seeds and paired per seed with the warm-up's ``warm``;
+    written to ``<out>/draw_<seed>/draw.json``."""
     run_dir = out / f"draw_{seed}"
     command = [
         sys.executable, "-m", "trainer.run", f"env={args.env_id}", *args.env, f"algo={args.algo}",
-        f"model={policy}", *smollm2_rl(), "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
+        f"model={policy}", *model, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
         f"trainer.run_dir={run_dir}", "trainer.progress=false", *episode_limits(args), *args.overrides,
     ]  # fmt: skip
     wall_s, memory = run_timed(command)
@@ -255,8 +258,9 @@ def main() -> None:
             print(f"draw {seed}: read back from {done}", flush=True)
     pending = [seed for seed in seeds if seed not in draws]
     # A draw that fails raises here once the others running beside it have finished and written their draw.json.
+    model = smollm2_rl()  # composed once, here: Hydra's global state is not for threads
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        finished = pool.map(lambda seed: run_draw(seed, policy, warm, args, out), pending)
+        finished = pool.map(lambda seed: run_draw(seed, policy, model, warm, args, out), pending)
         draws.update(zip(pending, finished, strict=True))
     report["draws"] = [draws[seed] for seed in seeds]
     report["jobs"] = args.jobs

@@ -103,7 +103,10 @@ def test_draws_run_side_by_side_keep_their_order_and_each_writes_its_result(tmp_
     running, most = set(), [0]
     lock, both_started = threading.Lock(), threading.Barrier(2, timeout=10)
 
+    commands = []
+
     def fake_run(command: list[str]):
+        commands.append(command)
         seed = int(next(a for a in command if a.startswith("trainer.seed=")).split("=")[1])
         with lock:
             running.add(seed)
@@ -124,7 +127,6 @@ def test_draws_run_side_by_side_keep_their_order_and_each_writes_its_result(tmp_
 
     monkeypatch.setattr(learning_draws, "run_timed", fake_run)
     monkeypatch.setattr(learning_draws, "evaluate", fake_evaluate)
-    monkeypatch.setattr(learning_draws, "smollm2_rl", lambda: [])
     out = tmp_path / "draws"
     argv = [
         "learning_draws.py",
@@ -142,6 +144,7 @@ def test_draws_run_side_by_side_keep_their_order_and_each_writes_its_result(tmp_
     learning_draws.main()
     report = json.loads((out / "learning_draws.json").read_text())
     assert most[0] == 2 and report["jobs"] == 2
+    assert all("model.lora_layers=15" in command for command in commands)  # the embedded model's RL settings
     assert [d["seed"] for d in report["draws"]] == [1000, 0]  # the order asked for, whichever finished first
     # seed 1000: 4 of 4 against the warm-up's 1 of 4 -> +0.75; seed 0: 2 of 4 -> +0.25
     assert [d["rl_minus_warmup"]["mean"] for d in report["draws"]] == [0.75, 0.25]
