@@ -36,6 +36,11 @@ Comparing two methods: ``--against <folder>`` pairs each draw with the draw of t
 folder made from the same warm-up policy and evaluation (``against`` in the JSON): per held-out seed, success here
 minus there, so the draw's luck cancels out of the difference.
 
+Along the way: ``--checkpoints`` also evaluates every checkpoint a draw kept (``trainer.checkpoint_every`` and
+``trainer.keep_checkpoints`` in the overrides say which) on the same held-out seeds, so each draw gets a held-out
+curve (``by_step`` in its JSON, and over the draws the mean gain at each step they share). A draw read back
+without one gets it from its kept checkpoints.
+
 Intervals: a draw's are normal intervals on 256 (or ``--eval-episodes``) per-seed values; the overall one
 is Student's t on the draws' gains (it counts the training draw as the unit, which is what varies most).
 """
@@ -191,17 +196,49 @@ def run_draw(
     wall_s, memory = run_timed(command)
     final = sorted((run_dir / "checkpoints").glob("step_*"))[-1] / "policy"
     after = evaluate(final, args, run_dir / "held_out.jsonl")
-    paired = sorted(warm.keys() & after.keys())
-    draw = {
-        "seed": seed,
-        "rl_wall_s": wall_s,
-        "peak_pss_gib": memory.peak_pss / 2**30,
-        "success": interval([after[s] for s in paired]),
-        "rl_minus_warmup": interval([after[s] - warm[s] for s in paired]),
-    }
+    draw = {"seed": seed, "rl_wall_s": wall_s, "peak_pss_gib": memory.peak_pss / 2**30, **judged(after, warm)}
+    if args.checkpoints:
+        draw["by_step"] = checkpoint_curve(run_dir, warm, args)
     (run_dir / "draw.json").write_text(json.dumps(draw, indent=2))
     print(json.dumps(draw), flush=True)
     return draw
+
+
+def judged(after: dict[int, float], warm: dict[int, float]) -> dict:
+    """Held-out success of a policy and its gain over the warm-up, paired per seed, each with a 95% interval."""
+    paired = sorted(warm.keys() & after.keys())
+    return {
+        "success": interval([after[s] for s in paired]),
+        "rl_minus_warmup": interval([after[s] - warm[s] for s in paired]),
+    }
+
+
+def checkpoint_curve(run_dir: Path, warm: dict[int, float], args: argparse.Namespace) -> list[dict]:
+    """Every checkpoint ``run_dir`` kept, judged on the held-out seeds as the final policy is: ``step``, success
+    and gain over the warm-up; the last checkpoint's episodes are ``held_out.jsonl``, the others'
+    ``held_out_step_<n>.jsonl`` (read back when there)."""
+    checkpoints = sorted((run_dir / "checkpoints").glob("step_*"))
+    curve = []
+    for checkpoint in checkpoints:
+        step = int(checkpoint.name.removeprefix("step_"))
+        path = run_dir / ("held_out.jsonl" if checkpoint == checkpoints[-1] else f"held_out_step_{step}.jsonl")
+        after = per_seed_success(path) if path.exists() else evaluate(checkpoint / "policy", args, path)
+        curve.append({"step": step, **judged(after, warm)})
+    return curve
+
+
+def curve_over_draws(draws: list[dict]) -> list[dict]:
+    """The mean gain over the warm-up (t-interval over the draws) at each step every draw has a checkpoint of."""
+    curves = [{point["step"]: point for point in draw.get("by_step", [])} for draw in draws]
+    shared = sorted(set.intersection(*(set(curve) for curve in curves))) if curves else []
+    return [
+        {
+            "step": step,
+            "rl_minus_warmup": interval([curve[step]["rl_minus_warmup"]["mean"] for curve in curves], t=True),
+            "success": interval([curve[step]["success"]["mean"] for curve in curves], t=True),
+        }
+        for step in shared
+    ]
 
 
 def main() -> None:
@@ -226,6 +263,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="draws run at once (each its own Ray cluster; their wall times overlap)"
+    )
+    parser.add_argument(
+        "--checkpoints", action="store_true", help="also evaluate every checkpoint a draw kept: a held-out curve"
     )
     parser.add_argument("overrides", nargs="*", help="trainer.run overrides of the RL phase (after --)")
     args = parser.parse_args()
@@ -256,6 +296,9 @@ def main() -> None:
         if resumable and done.exists():
             draws[seed] = json.loads(done.read_text())
             print(f"draw {seed}: read back from {done}", flush=True)
+            if args.checkpoints and "by_step" not in draws[seed]:
+                draws[seed]["by_step"] = checkpoint_curve(done.parent, warm, args)
+                done.write_text(json.dumps(draws[seed], indent=2))
     pending = [seed for seed in seeds if seed not in draws]
     # A draw that fails raises here once the others running beside it have finished and written their draw.json.
     model = smollm2_rl()  # composed once, here: Hydra's global state is not for threads
@@ -273,6 +316,8 @@ def main() -> None:
         "rl_wall_s_mean": statistics.fmean(d["rl_wall_s"] for d in report["draws"]),
         "peak_pss_gib_max": max(d["peak_pss_gib"] for d in report["draws"]),
     }
+    if args.checkpoints:
+        report["overall"]["by_step"] = curve_over_draws(report["draws"])
     if args.against is not None:
         report["against"] = against(out, Path(args.against))
     report["wall_s"] = time.perf_counter() - started

@@ -161,3 +161,49 @@ def test_jobs_below_one_are_refused(monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit):
         learning_draws.main()
     assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_every_kept_checkpoint_is_judged_and_a_read_back_draw_gets_its_curve(tmp_path: Path, monkeypatch) -> None:
+    def fake_run(command: list[str]):
+        run_dir = Path(next(a for a in command if a.startswith("trainer.run_dir=")).split("=", 1)[1])
+        for step in (8, 16):
+            (run_dir / "checkpoints" / f"step_{step:06d}" / "policy").mkdir(parents=True)
+        return 1.0, type("Memory", (), {"peak_pss": 2**30})()
+
+    # per evaluated file: the successes on held-out seeds 10,000-10,003
+    successes = {"warmup_eval.jsonl": [True, False, False, False], "held_out_step_8.jsonl": [True, True, False, False],
+                 "held_out.jsonl": [True, True, True, False]}  # fmt: skip
+    evaluated = []
+
+    def fake_evaluate(policy: Path, args, out: Path) -> dict[int, float]:
+        evaluated.append((policy.parent.name if policy.name == "policy" else policy.name, out.name))
+        values = successes[out.name] if out.parent.name in ("draws", "draw_0") else [False] * 4
+        rows = [{**_episode(10_000 + k), "success": ok} for k, ok in enumerate(values)]
+        out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        return {10_000 + k: float(ok) for k, ok in enumerate(values)}
+
+    monkeypatch.setattr(learning_draws, "run_timed", fake_run)
+    monkeypatch.setattr(learning_draws, "evaluate", fake_evaluate)
+    out = tmp_path / "draws"
+    argv = ["learning_draws.py", "--seeds", "0", "--warmup", str(tmp_path / "w"), "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--checkpoints"])
+    learning_draws.main()
+    draw = json.loads((out / "draw_0" / "draw.json").read_text())
+    # step 8: 2 of 4 against the warm-up's 1 -> +0.25; step 16, the final policy: 3 of 4 -> +0.5, evaluated once
+    assert [(p["step"], p["rl_minus_warmup"]["mean"]) for p in draw["by_step"]] == [(8, 0.25), (16, 0.5)]
+    assert draw["by_step"][-1]["success"] == draw["success"]
+    assert evaluated == [("w", "warmup_eval.jsonl"), ("step_000016", "held_out.jsonl"),
+                         ("step_000008", "held_out_step_8.jsonl")]  # fmt: skip
+    report = json.loads((out / "learning_draws.json").read_text())
+    assert [p["step"] for p in report["overall"]["by_step"]] == [8, 16]
+    assert report["overall"]["by_step"][0]["rl_minus_warmup"]["mean"] == 0.25
+    # a draw finished without --checkpoints, read back with it: its kept checkpoints are judged, nothing is trained
+    monkeypatch.setattr(learning_draws, "run_timed", lambda command: pytest.fail("a finished draw ran again"))
+    (out / "draw_0" / "held_out_step_8.jsonl").unlink()
+    del draw["by_step"]
+    (out / "draw_0" / "draw.json").write_text(json.dumps(draw))
+    evaluated.clear()
+    learning_draws.main()
+    assert evaluated == [("step_000008", "held_out_step_8.jsonl")]  # the final policy's episodes are read back
+    again = json.loads((out / "draw_0" / "draw.json").read_text())
+    assert [(p["step"], p["rl_minus_warmup"]["mean"]) for p in again["by_step"]] == [(8, 0.25), (16, 0.5)]
