@@ -76,9 +76,16 @@ class EvalSummary:
     #: Success by difficulty bucket, for envs that report the solver's distance at reset
     #: (``Trajectory.initial_distance``): (bucket, success rate, episodes), easiest first.
     by_difficulty: tuple[tuple[str, float, int], ...] = ()
+    #: Of the failed episodes whose env reported the distance after every turn: those left where the solver finds
+    #: no solution (a box pushed into a deadlock, a fall into a hole, or beyond the solver's budget), and those
+    #: left in a solvable position (out of turns or tokens). ``None`` where the env reports no distance.
+    failed_lost: int | None = None
+    failed_solvable: int | None = None
 
     def rows(self) -> list[tuple[str, str]]:
         buckets = [(f"success, {name} optimal moves", f"{rate:.1%} of {n}") for name, rate, n in self.by_difficulty]
+        if self.failed_lost is not None:
+            buckets.append(("failures: no solution left / solvable", f"{self.failed_lost} / {self.failed_solvable}"))
         return [
             ("episodes", f"{self.episodes}"),
             ("success rate", f"{self.success_rate:.1%} ± {self.success_stderr:.1%}"),
@@ -123,6 +130,7 @@ def summarize(trajectories: Sequence[Trajectory]) -> EvalSummary:
         max_tokens=sum(t.termination == "max_tokens" for t in trajectories),
         truncated=sum(t.termination == "truncated" for t in trajectories),
         by_difficulty=success_by_difficulty(trajectories),
+        **failure_kinds(trajectories),
     )
 
 
@@ -143,6 +151,16 @@ def success_by_difficulty(trajectories: Sequence[Trajectory]) -> tuple[tuple[str
             buckets.setdefault(difficulty_bucket(t.initial_distance), []).append(bool(t.success))
     ordered = sorted(buckets.items(), key=lambda item: int(item[0].split("-")[0]))
     return tuple((name, sum(wins) / len(wins), len(wins)) for name, wins in ordered)
+
+
+def failure_kinds(trajectories: Sequence[Trajectory]) -> dict[str, int | None]:
+    """``failed_lost`` and ``failed_solvable`` (:class:`EvalSummary`) over the failed episodes that have a
+    distance per turn; both ``None`` when no episode has one (an env without a solver)."""
+    if not any(t.turn_distances_after for t in trajectories):
+        return {"failed_lost": None, "failed_solvable": None}
+    known = [t for t in trajectories if not t.success and t.turn_distances_after]
+    lost = sum(t.turn_distances_after[-1] is None for t in known)
+    return {"failed_lost": lost, "failed_solvable": len(known) - lost}
 
 
 def default_output(config: EvalConfig) -> Path:

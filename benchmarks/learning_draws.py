@@ -60,6 +60,7 @@ from pathlib import Path
 
 from learning_run import TreeMemory
 
+from agents.eval import summarize
 from agents.trajectory import read_trajectories
 
 DEFAULT_MAX_TURNS, DEFAULT_MAX_TOTAL_TOKENS = 3, 1024  # the main command's episodes
@@ -89,6 +90,17 @@ def interval(values: list[float], *, t: bool = False) -> dict[str, float]:
 
 def per_seed_success(path: Path) -> dict[int, float]:
     return {t.seed: float(t.success) for t in read_trajectories(path)}
+
+
+def outcomes(path: Path) -> dict:
+    """How the held-out episodes in ``path`` ended, where the env reports the solver's distance: success per
+    difficulty bucket (``[bucket, rate, episodes]``) and the failures left with no solution or still solvable."""
+    summary = summarize(list(read_trajectories(path)))
+    return {
+        "by_difficulty": [list(bucket) for bucket in summary.by_difficulty],
+        "failed_lost": summary.failed_lost,
+        "failed_solvable": summary.failed_solvable,
+    }
 
 
 def evaluate(policy: Path, args: argparse.Namespace, out: Path) -> dict[int, float]:
@@ -197,6 +209,7 @@ def run_draw(
     final = sorted((run_dir / "checkpoints").glob("step_*"))[-1] / "policy"
     after = evaluate(final, args, run_dir / "held_out.jsonl")
     draw = {"seed": seed, "rl_wall_s": wall_s, "peak_pss_gib": memory.peak_pss / 2**30, **judged(after, warm)}
+    draw["outcomes"] = outcomes(run_dir / "held_out.jsonl")
     if args.checkpoints:
         draw["by_step"] = checkpoint_curve(run_dir, warm, args)
     (run_dir / "draw.json").write_text(json.dumps(draw, indent=2))
@@ -223,7 +236,7 @@ def checkpoint_curve(run_dir: Path, warm: dict[int, float], args: argparse.Names
         step = int(checkpoint.name.removeprefix("step_"))
         path = run_dir / ("held_out.jsonl" if checkpoint == checkpoints[-1] else f"held_out_step_{step}.jsonl")
         after = per_seed_success(path) if path.exists() else evaluate(checkpoint / "policy", args, path)
-        curve.append({"step": step, **judged(after, warm)})
+        curve.append({"step": step, **judged(after, warm), "outcomes": outcomes(path)})
     return curve
 
 
@@ -289,6 +302,7 @@ def main() -> None:
     warm_path = out / "warmup_eval.jsonl"
     warm = per_seed_success(warm_path) if resumable and warm_path.exists() else evaluate(policy, args, warm_path)
     report["warmup_success"] = interval(list(warm.values()))
+    report["warmup_outcomes"] = outcomes(warm_path)
     seeds = args.seeds or [args.first_seed + k * args.seed_stride for k in range(args.draws)]
     draws: dict[int, dict] = {}
     for seed in seeds:
@@ -296,9 +310,11 @@ def main() -> None:
         if resumable and done.exists():
             draws[seed] = json.loads(done.read_text())
             print(f"draw {seed}: read back from {done}", flush=True)
+            if "outcomes" not in draws[seed]:  # a draw.json from before outcomes were recorded
+                draws[seed]["outcomes"] = outcomes(done.parent / "held_out.jsonl")
             if args.checkpoints and "by_step" not in draws[seed]:
                 draws[seed]["by_step"] = checkpoint_curve(done.parent, warm, args)
-                done.write_text(json.dumps(draws[seed], indent=2))
+            done.write_text(json.dumps(draws[seed], indent=2))
     pending = [seed for seed in seeds if seed not in draws]
     # A draw that fails raises here once the others running beside it have finished and written their draw.json.
     model = smollm2_rl()  # composed once, here: Hydra's global state is not for threads

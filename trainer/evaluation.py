@@ -33,11 +33,12 @@ def evaluation_due(config: TrainConfig, step: int) -> bool:
 def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
     """``eval/*``: success rate and its standard error, return, invalid-action rate, turns, errors; for an env
     that reports the solver's distance, the success rate and episode count per difficulty bucket
-    (``eval/success_moves_1-3``, ``eval/episodes_moves_1-3``, ...: the level's optimal moves)."""
+    (``eval/success_moves_1-3``, ``eval/episodes_moves_1-3``, ...: the level's optimal moves) and the failures
+    left with no solution or in a solvable position (``eval/failed_lost``, ``eval/failed_solvable``)."""
     from agents.eval import summarize
 
     summary = summarize(trajectories)
-    return {
+    metrics = {
         "eval/success_rate": summary.success_rate,
         "eval/success_stderr": summary.success_stderr,
         "eval/return": summary.mean_return,
@@ -50,6 +51,10 @@ def held_out_metrics(trajectories: list[Any]) -> dict[str, float]:
         **{f"eval/success_moves_{name}": rate for name, rate, _ in summary.by_difficulty},
         **{f"eval/episodes_moves_{name}": float(n) for name, _, n in summary.by_difficulty},
     }
+    if summary.failed_lost is not None:
+        metrics["eval/failed_lost"] = float(summary.failed_lost)
+        metrics["eval/failed_solvable"] = float(summary.failed_solvable)
+    return metrics
 
 
 async def evaluate_held_out(

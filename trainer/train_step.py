@@ -148,7 +148,8 @@ def episode_metrics(result: RolloutResult) -> dict[str, float]:
 
     The same definitions as ``python -m agents.eval``'s table (:func:`agents.eval.summarize`), plus
     ``env/<name>``: the mean of every numeric metric the episodes' ``Trajectory.metrics`` hold (their
-    env's last ``info["metrics"]``), over the episodes that report it.
+    env's last ``info["metrics"]``), over the episodes that report it. Where the env reports the solver's
+    distance, ``episode/lost_fraction``: the share of episodes that failed in a position with no solution.
     """
     import statistics
 
@@ -174,6 +175,7 @@ def episode_metrics(result: RolloutResult) -> dict[str, float]:
         "episode/invalid_action_rate": summary.invalid_action_rate,
         "episode/count": float(n),
         **{f"episode/{kind}_fraction": ended[kind] / n for kind in ("terminated", "truncated", "max_tokens")},
+        **({} if summary.failed_lost is None else {"episode/lost_fraction": summary.failed_lost / n}),
         **_env_metric_means(episodes),
     }
 

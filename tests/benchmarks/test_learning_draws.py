@@ -123,6 +123,8 @@ def test_draws_run_side_by_side_keep_their_order_and_each_writes_its_result(tmp_
 
     def fake_evaluate(policy: Path, args, out: Path) -> dict[int, float]:
         key = "warmup" if out.name == "warmup_eval.jsonl" else out.parent.name
+        rows = [{**_episode(10_000 + k), "success": ok} for k, ok in enumerate(successes[key])]
+        out.write_text("".join(json.dumps(row) + "\n" for row in rows))
         return {10_000 + k: float(ok) for k, ok in enumerate(successes[key])}
 
     monkeypatch.setattr(learning_draws, "run_timed", fake_run)
@@ -207,3 +209,28 @@ def test_every_kept_checkpoint_is_judged_and_a_read_back_draw_gets_its_curve(tmp
     assert evaluated == [("step_000008", "held_out_step_8.jsonl")]  # the final policy's episodes are read back
     again = json.loads((out / "draw_0" / "draw.json").read_text())
     assert [(p["step"], p["rl_minus_warmup"]["mean"]) for p in again["by_step"]] == [(8, 0.25), (16, 0.5)]
+
+
+def test_outcomes_count_the_failures_left_without_a_solution_and_the_successes_per_difficulty(tmp_path: Path) -> None:
+    def episode(seed: int, start: int, after: list[int | None], success: bool) -> dict:
+        turns = len(after)
+        return {
+            **_episode(seed), "success": success, "initial_distance": start, "turn_rewards": [0.0] * turns,
+            "turn_state_keys": ["k"] * turns, "turn_distances_before": [start] * turns, "turn_distances_after": after,
+        }  # fmt: skip
+
+    rows = [
+        episode(0, 2, [0], True),  # solved, 1-3 moves
+        episode(1, 3, [2, None], False),  # a box pushed where it can never reach its target: lost
+        episode(2, 5, [4, 3, 3], False),  # out of turns, still solvable
+        episode(3, 8, [None, None, None], False),  # lost
+    ]
+    path = tmp_path / "held_out.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert learning_draws.outcomes(path) == {
+        "by_difficulty": [["1-3", 0.5, 2], ["4-6", 0.0, 1], ["7-9", 0.0, 1]],
+        "failed_lost": 2,
+        "failed_solvable": 1,
+    }
+    path.write_text(json.dumps(_episode(9)) + "\n")  # an env without a solver: nothing to count
+    assert learning_draws.outcomes(path) == {"by_difficulty": [], "failed_lost": None, "failed_solvable": None}

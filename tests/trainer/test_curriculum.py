@@ -95,3 +95,24 @@ def test_the_eval_table_shows_success_by_difficulty():
     summary = summarize(episodes)
     assert summary.by_difficulty == (("1-3", 0.5, 2), ("7-9", 1.0, 1))
     assert ("success, 7-9 optimal moves", "100.0% of 1") in summary.rows()
+    assert summary.failed_lost is None  # no episode reports a distance per turn
+
+
+def test_the_eval_table_and_metrics_split_the_failures_into_lost_and_still_solvable():
+    from agents.eval import summarize
+    from agents.trajectory import Trajectory
+    from trainer.evaluation import held_out_metrics
+
+    def episode(seed, after, success):
+        return Trajectory(env_id="s", seed=seed, group_id="g", success=success, turn_rewards=[0.0] * len(after),
+                          turn_state_keys=["k"] * len(after), turn_distances_before=[1] * len(after),
+                          turn_distances_after=after)  # fmt: skip
+
+    # a success; a failure ending unsolvable (even after a solvable turn); two out of turns, still solvable
+    episodes = [episode(0, [0], True), episode(1, [2, None], False), episode(2, [3, 3], False), episode(3, [1], False)]
+    summary = summarize(episodes)
+    assert (summary.failed_lost, summary.failed_solvable) == (1, 2)
+    assert ("failures: no solution left / solvable", "1 / 2") in summary.rows()
+    metrics = held_out_metrics(episodes)
+    assert (metrics["eval/failed_lost"], metrics["eval/failed_solvable"]) == (1.0, 2.0)
+    assert "eval/failed_lost" not in held_out_metrics([Trajectory(env_id="s", seed=0, group_id="g")])

@@ -46,3 +46,14 @@ def test_env_metrics_are_averaged_over_the_episodes_that_report_them():
 
 def test_no_episodes_no_env_metrics():
     assert episode_metrics(RolloutResult(groups=[])) == {}
+
+
+def test_the_share_of_episodes_lost_is_logged_where_the_env_reports_distances():
+    lost, solvable, solved = episode(0.0, {}), episode(0.0, {}), episode(1.0, {})
+    for trajectory, after in ((lost, None), (solvable, 2), (solved, 0)):
+        trajectory.turn_state_keys, trajectory.turn_distances_before = ["k"], [3]
+        trajectory.turn_distances_after = [after]
+    solved.success = True
+    metrics = episode_metrics(RolloutResult(groups=[[lost, solvable, solved, episode(0.0, {})]]))
+    assert metrics["episode/lost_fraction"] == pytest.approx(1 / 4)  # one of four episodes ended unsolvable
+    assert "episode/lost_fraction" not in episode_metrics(RolloutResult(groups=[[episode(0.0, {})]]))
