@@ -158,6 +158,7 @@ class _Episode:
         self.env, self.trajectory, self.limits, self.observer = env, trajectory, limits, observer
         self.rewards: list[float] = []
         self.reports_state = False  # the env's infos carry state_key / distance_to_goal
+        self.reports_moves = False  # and move_distances / move_spans after its steps
         self.state: tuple[str | None, int | None] = (None, None)  # the position the next turn starts from
         self.started = time.perf_counter()
         self.generate_s = 0.0
@@ -176,8 +177,11 @@ class _Episode:
         if self.observer is not None:
             self.observer(StepEvent(self.env, 0, None, observation, 0.0, False, False, info, None))
 
-    async def step(self, action: str, generation: Generation | None) -> bool:
-        """Step the env with ``action``; record the outcome; True when the episode is over."""
+    async def step(self, action: str, generation: Generation | None, char_ends: Sequence[int] | None = None) -> bool:
+        """Step the env with ``action``; record the outcome; True when the episode is over.
+
+        ``char_ends``: where each sampled token of ``generation`` ends in ``action`` (:func:`token_char_ends`),
+        to place the env's per-move information on the tokens that wrote each move."""
         started = time.perf_counter()
         observation, reward, terminated, truncated, info = await _call_env(
             self.env.step, self.limits.step_timeout_s, action
@@ -194,6 +198,10 @@ class _Episode:
                 t.turn_state_keys.append(self.state[0])
                 t.turn_distances_before.append(self.state[1])
                 t.turn_distances_after.append(_state_of(info)[1])
+                self.reports_moves = self.reports_moves or "move_distances" in info
+                ends, distances = _move_tokens(info, char_ends, len(t.response_ids) - len(generation.output_ids))
+                t.turn_move_end_indices.append(ends)
+                t.turn_move_distances.append(distances)
         self.state = _state_of(info)
         t.episode_return = episode_return(self.rewards)
         t.success = bool(info.get("success", False))
@@ -222,6 +230,9 @@ class _Episode:
 
     def finish(self, error: BaseException | None) -> Trajectory:
         t = self.trajectory
+        if not self.reports_moves:
+            t.turn_move_end_indices.clear()
+            t.turn_move_distances.clear()
         if error is not None:  # every failure becomes a well-formed, untrainable trajectory
             t.termination = "error"
             t.error = f"{type(error).__name__}: {error}"
@@ -243,6 +254,39 @@ def _state_of(info: Mapping[str, Any]) -> tuple[str | None, int | None]:
     """``(state_key, distance_to_goal)`` of an env's info; ``None`` for a key it does not report."""
     key, distance = info.get("state_key"), info.get("distance_to_goal")
     return (None if key is None else str(key)), (None if distance is None else int(distance))
+
+
+def token_char_ends(renderer: Renderer, sampled_ids: Sequence[int], action: str) -> list[int] | None:
+    """Where each sampled token ends in ``action`` (its text, ``renderer.decode_action(sampled_ids)``): the length
+    of the text the first ``i + 1`` tokens decode to; ``None`` where a prefix does not decode to a prefix of the
+    whole (a character split across tokens), so no position can be trusted."""
+    ends = []
+    for i in range(len(sampled_ids)):
+        text = renderer.decode_action(sampled_ids[: i + 1])
+        if not action.startswith(text):
+            return None
+        ends.append(len(text))
+    return ends
+
+
+def _move_tokens(
+    info: Mapping[str, Any], char_ends: Sequence[int] | None, first_index: int
+) -> tuple[list[int], list[int | None]]:
+    """The response index of the last token of each move the env reports (``info["move_spans"]``), and the
+    distance after each move; two empty lists when the env reports none, or they cannot be placed (no
+    ``char_ends``, a span past the text, two moves ending in one token)."""
+    spans, distances = info.get("move_spans"), info.get("move_distances")
+    if char_ends is None or not isinstance(spans, list) or not isinstance(distances, list):
+        return [], []
+    if len(spans) != len(distances):
+        return [], []
+    ends = []
+    for _, end in spans:
+        token = next((i for i, char_end in enumerate(char_ends) if char_end >= end), None)
+        if token is None or (ends and token <= ends[-1] - first_index):
+            return [], []
+        ends.append(first_index + token)
+    return ends, [None if d is None else int(d) for d in distances]
 
 
 def _new_trajectory(spec: EpisodeSpec, policy_version: int) -> Trajectory:
@@ -351,7 +395,9 @@ async def _play_tokens(
             t.rollout_values.clear()
         # The conversation up to and including this turn's action; the observation follows it.
         history = [*t.messages, {"role": "assistant", "content": renderer.decode_action(generation.output_ids)}]
-        if await episode.step(history[-1]["content"], generation):
+        action = history[-1]["content"]
+        char_ends = token_char_ends(renderer, generation.output_ids, action) if episode.reports_state else None
+        if await episode.step(action, generation, char_ends):
             return
         continuation = renderer.continuation_ids(
             history, episode.env.observation_messages(), generation.output_ids, generation.finish_reason

@@ -32,6 +32,12 @@ A :class:`Trajectory` is one episode of one environment with one policy, as toke
     unknown). Empty when the environment reports neither key; ``initial_distance`` is the distance at
     the reset (the level's difficulty). For the learner and the curriculum only: the model never saw them.
 
+``turn_move_end_indices`` / ``turn_move_distances``
+    Empty, or aligned with ``turn_rewards`` for environments that report each move of a turn
+    (``info["move_distances"]`` and ``info["move_spans"]``): per turn, the index in ``response_ids`` of the
+    last sampled token that wrote each move, and the distance to the goal after each move. A turn whose
+    moves could not be placed on its tokens (its text does not decode token by token) has empty lists.
+
 ``termination`` says why the episode ended: ``terminated`` and ``truncated`` with Gymnasium's
 meanings (``truncated`` includes the turn limit), ``max_tokens`` when the context budget ran out,
 ``error`` when the environment or the engine failed (``error`` holds the message). A trajectory
@@ -84,6 +90,8 @@ class Trajectory:
     turn_distances_before: list[int | None] = field(default_factory=list)
     turn_distances_after: list[int | None] = field(default_factory=list)
     initial_distance: int | None = None
+    turn_move_end_indices: list[list[int]] = field(default_factory=list)
+    turn_move_distances: list[list[int | None]] = field(default_factory=list)
     #: Wall-clock seconds: ``generate_s`` (waiting for the engine), ``env_s`` (env.reset/step), ``total_s``.
     timings: dict[str, float] = field(default_factory=dict)
     #: Environment metrics of the last step (``info["metrics"]``) plus the loop's own counters.
@@ -139,10 +147,27 @@ class Trajectory:
             raise ValueError(
                 "turn_state_keys, turn_distances_before and turn_distances_after are empty or one per turn reward"
             )
+        self._validate_moves()
         if self.termination not in TERMINATIONS:
             raise ValueError(f"termination must be one of {TERMINATIONS}, got {self.termination!r}")
         if (self.termination == "error") != (self.error is not None):
             raise ValueError("error is set exactly when termination is 'error'")
+
+    def _validate_moves(self) -> None:
+        ends, distances = self.turn_move_end_indices, self.turn_move_distances
+        if not ends and not distances:
+            return
+        if len(ends) != len(self.turn_rewards) or len(distances) != len(self.turn_rewards):
+            raise ValueError("turn_move_end_indices and turn_move_distances are empty or one list per turn reward")
+        previous = -1
+        for turn, (indices, after, end) in enumerate(zip(ends, distances, self.turn_end_indices, strict=True)):
+            if len(indices) != len(after):
+                raise ValueError(f"turn {turn}: {len(indices)} move end indices but {len(after)} move distances")
+            if any(not (previous < i <= end and self.response_mask[i] == 1) for i in indices):
+                raise ValueError(f"turn {turn}: every move end index must point at a sampled token of that turn")
+            if list(indices) != sorted(set(indices)):
+                raise ValueError(f"turn {turn}: move end indices must be strictly increasing")
+            previous = end
 
     # ----------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

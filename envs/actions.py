@@ -16,6 +16,8 @@ The grammar the grid environments accept (RAGEN's convention, read leniently)::
 * Parsing stops at the first token that is not an action: the actions before it are kept, the rest
   is reported. Parsing also stops once ``max_actions`` actions are read and one more is seen: what
   follows the cap is ignored unread (``over_cap``), so megabytes of text cost little.
+* Each action read comes with its span in the text given (``ParsedActions.spans``): where the word that
+  named it stands, so a learner can find the tokens that wrote each move.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _ANSWER_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.IGNORECASE | re.DOTALL)
 _SEPARATORS = re.compile(r"\|\||[|,;\n]")
 _STRIP = " \t\r\"'`.!?:*()[]{}<>"
+_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -38,12 +41,15 @@ class ParsedActions:
 
     ``actions``: canonical vocabulary words in order (at most ``max_actions``). ``error``: why the
     text is not a fully valid action ("" when it is). ``over_cap``: more actions followed the cap
-    (they are ignored, not an error).
+    (they are ignored, not an error). ``spans``: empty, or one ``(start, end)`` per action, the
+    characters of the parsed text that named it (``text[start:end]`` is the word, quotes and
+    punctuation stripped).
     """
 
     actions: tuple[str, ...]
     error: str = ""
     over_cap: bool = False
+    spans: tuple[tuple[int, int], ...] = ()
 
     @property
     def is_valid(self) -> bool:
@@ -52,6 +58,17 @@ class ParsedActions:
 
 def extract_answer(text: str, *, require_tag: bool = False) -> str | None:
     """The text an agent meant as its answer, or ``None`` if ``require_tag`` and there is no ``<answer>`` tag."""
+    region = _answer_region(text, require_tag=require_tag)
+    if region is None:
+        return None
+    start, answer = region
+    return answer if start >= 0 else _THINK_BLOCK.sub(" ", text)
+
+
+def _answer_region(text: str, *, require_tag: bool) -> tuple[int, str] | None:
+    """``(offset, answer)``: the answer as :func:`extract_answer` reads it, ``text[offset:]`` onwards, each
+    ``<think>`` block blanked with as many spaces (so positions in it are positions in ``text``); offset -1 for
+    an answer without a tag (the whole text)."""
     # One linear scan over the tags (a regex for whole blocks goes quadratic on many unclosed tags).
     open_end: int | None = None
     last_block: tuple[int, int] | None = None
@@ -62,12 +79,12 @@ def extract_answer(text: str, *, require_tag: bool = False) -> str | None:
             last_block = (open_end, tag.start())
             open_end = None
     if last_block is not None:
-        return text[last_block[0] : last_block[1]]
+        return last_block[0], text[last_block[0] : last_block[1]]
     if open_end is not None:
-        return text[open_end:]
+        return open_end, text[open_end:]
     if require_tag:
         return None
-    return _THINK_BLOCK.sub(" ", text)
+    return -1, _THINK_BLOCK.sub(lambda block: " " * len(block.group()), text)
 
 
 def parse_actions(
@@ -84,51 +101,66 @@ def parse_actions(
     lookup = {word.lower(): word for word in vocabulary}
     for alias, word in (aliases or {}).items():
         lookup[alias.lower()] = word
-    answer = extract_answer(text, require_tag=require_tag)
-    if answer is None:
+    region = _answer_region(text, require_tag=require_tag)
+    if region is None:
         return ParsedActions((), error="no <answer>...</answer> block found")
+    offset, answer = max(region[0], 0), region[1]
 
     actions: list[str] = []
+    spans: list[tuple[int, int]] = []
     over_cap = False
     error = ""
-    for token in _tokens(answer):
+    for start, token in _tokens(answer):
         words = _read_token(token, lookup)
         if words is None:
             error = f"{_shorten(token.strip())!r} is not an action"
             break
         room = max_actions - len(actions)
-        actions.extend(words[:room])
+        actions.extend(word for word, _ in words[:room])
+        spans.extend((offset + start + a, offset + start + b) for _, (a, b) in words[:room])
         if len(words) > room:
             over_cap = True
             break
     if not actions and not error:
         error = "no action found"
-    return ParsedActions(tuple(actions), error=error, over_cap=over_cap)
+    return ParsedActions(tuple(actions), error=error, over_cap=over_cap, spans=tuple(spans))
 
 
-def _read_token(token: str, lookup: Mapping[str, str]) -> list[str] | None:
-    """The vocabulary words in one token: a single entry, or entries separated by whitespace; else None."""
+def _read_token(token: str, lookup: Mapping[str, str]) -> list[tuple[str, tuple[int, int]]] | None:
+    """The vocabulary words in one token, each with its span in the token: a single entry, or entries
+    separated by whitespace; else None."""
     word = lookup.get(token.strip(_STRIP).lower())
     if word is not None:
-        return [word]
-    parts = token.split()
+        return [(word, _stripped_span(token, 0, len(token)))]
+    parts = list(_WORD.finditer(token))
     if len(parts) < 2 or len(parts) > 64:  # a long run of words is prose, not a list of moves
         return None
-    words = [lookup.get(part.strip(_STRIP).lower()) for part in parts]
-    return None if None in words else words  # type: ignore[return-value]
+    words = [lookup.get(part.group().strip(_STRIP).lower()) for part in parts]
+    if None in words:
+        return None
+    return [(word, _stripped_span(token, p.start(), p.end())) for word, p in zip(words, parts, strict=True)]
 
 
-def _tokens(answer: str) -> Iterable[str]:
-    """Non-empty tokens between separators, produced lazily."""
+def _stripped_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """``(start, end)`` narrowed past the characters :data:`_STRIP` removes at either end."""
+    while start < end and text[start] in _STRIP:
+        start += 1
+    while end > start and text[end - 1] in _STRIP:
+        end -= 1
+    return start, end
+
+
+def _tokens(answer: str) -> Iterable[tuple[int, str]]:
+    """Non-empty tokens between separators with their offsets in ``answer``, produced lazily."""
     start = 0
     for match in _SEPARATORS.finditer(answer):
         token = answer[start : match.start()]
-        start = match.end()
         if token.strip():
-            yield token
+            yield start, token
+        start = match.end()
     tail = answer[start:]
     if tail.strip():
-        yield tail
+        yield start, tail
 
 
 def _shorten(text: str, limit: int = 40) -> str:

@@ -38,6 +38,10 @@ must be identical across environments:
   ``len(info["actions_executed"])`` moves where the environment reports them, else one. Where a move's
   outcome is random (:attr:`TextEnv.stochastic_dynamics`), the environment documents the deterministic
   quantity it reports (FrozenLake: the moves left if nothing slips). :mod:`envs.checker` verifies both keys.
+  Per move, where a turn may hold several (optional, after a step, with the two keys above):
+  ``info["move_distances"]``, a list with the distance after each move the turn made (its last equals
+  ``info["distance_to_goal"]``), and ``info["move_spans"]``, one ``[start, end)`` pair per move, the characters
+  of the action text that wrote it, in order: a learner then credits each move's own tokens.
 * An optional difficulty, for curricula: ``reset(options={"difficulty": d})`` generates a task whose optimal
   solution from the start takes exactly ``d`` moves (the seed and ``d`` fix the task), for ``d`` within the
   read-only property ``difficulty_range -> (lowest, highest)`` (inclusive); any other ``d`` raises

@@ -15,6 +15,10 @@ when reset's info carries neither key. On an oracle episode and a random episode
 * with a factory, a fresh instance gives the same keys and distances for the same seed and actions.
 
 Moves per step: ``len(info["actions_executed"])`` where the info reports the moves made, else one.
+
+Where a step's info gives the per-move keys (``move_distances``, ``move_spans``): one entry per move made; each
+move obeys the progress rules above as a step of one move (exactly one lower along the oracle); the last distance
+is the step's ``distance_to_goal``; the spans are ``[start, end)`` pairs inside the action text, in order, apart.
 """
 
 from __future__ import annotations
@@ -96,6 +100,35 @@ def _check_progress(before: Any, after: Any, moves: int, where: str, *, exact: b
         )
 
 
+def _check_moves(info: dict[str, Any], before: Any, action: str, where: str, *, exact: bool) -> None:
+    """The optional per-move keys of one step's info, against the distance ``before`` it and its action text."""
+    if "move_distances" not in info and "move_spans" not in info:
+        return
+    distances, spans = info.get("move_distances"), info.get("move_spans")
+    moves = _moves_made(info)
+    if not (isinstance(distances, list) and isinstance(spans, list) and len(distances) == len(spans) == moves):
+        raise Failure(
+            f"{where}: move_distances {short(distances)} and move_spans {short(spans)} must be lists with one entry "
+            f"per move made ({moves}), both given or neither"
+        )
+    if distances and distances[-1] != info.get("distance_to_goal"):
+        raise Failure(
+            f"{where}: the last of move_distances {short(distances)} is not the step's distance_to_goal "
+            f"{info.get('distance_to_goal')}"
+        )
+    for move, after in enumerate(distances, start=1):
+        _check_progress(before, after, 1, f"{where}, move {move}", exact=exact)
+        before = after
+    end = 0
+    for span in spans:
+        if not (isinstance(span, (list, tuple)) and len(span) == 2 and end <= span[0] < span[1] <= len(action)):
+            raise Failure(
+                f"{where}: move_spans {short(spans)} must be [start, end) pairs inside the action text "
+                f"({len(action)} characters), in order and apart"
+            )
+        end = span[1]
+
+
 def _random_turns(env: TextEnv, seed: int, steps: int) -> list[str]:
     """Up to ``steps`` actions drawn from the valid actions (or the action space), seeded by ``seed``."""
     valid = env.valid_actions()
@@ -115,6 +148,7 @@ def _play_random(env: TextEnv, seed: int, actions: list[str], record: _StateReco
         _, _, terminated, truncated, info = env.step(action)
         states.append(record.check(info, where))
         _check_progress(states[-2][1], states[-1][1], _moves_made(info), where, exact=False)
+        _check_moves(info, states[-2][1], action, where, exact=False)
         if terminated or truncated:
             break
     return states
@@ -131,6 +165,7 @@ def _play_oracle(env: TextEnv, seed: int, max_steps: int, record: _StateRecord) 
         _, _, terminated, truncated, info = env.step(plan[0])
         after = record.check(info, where)[1]
         _check_progress(before, after, _moves_made(info), where, exact=not env.stochastic_dynamics)
+        _check_moves(info, before, plan[0], where, exact=not env.stochastic_dynamics)
         before = after
         if terminated or truncated:
             return

@@ -24,7 +24,9 @@ The state information of the contract (:mod:`envs.core`), in every info: ``state
 position (:meth:`~envs.sokoban.room.Board.state_key`: XSB rows joined by ``/``, room included, counters
 excluded) and ``distance_to_goal`` the optimal number of moves left (:mod:`envs.sokoban.plans`: the
 exact solver, cached along optimal solutions; ``None`` once the position is unsolvable, a box stuck in a
-corner say, or beyond the solver's budget). Neither is ever shown to the model.
+corner say, or beyond the solver's budget). Neither is ever shown to the model. After a step, the
+contract's per-move keys too: ``move_distances`` (the distance after each move the turn made) and
+``move_spans`` (where in the action text each of those moves was written).
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ class SokobanEnv(TextEnv):
     ``pushes``, ``optimal_moves`` (of the start position; ``None`` if unsolvable or unknown),
     ``level_name``, ``state_key`` and ``distance_to_goal`` (module docstring); after a step also
     ``actions_executed``, ``actions_not_executed`` (valid actions skipped because the episode ended),
-    ``actions_over_cap`` and ``invalid_reason``. Metrics:
+    ``actions_over_cap``, ``invalid_reason``, ``move_distances`` and ``move_spans`` (one per executed action: the
+    distance to the goal after it, and its ``[start, end)`` characters in the action text). Metrics:
     ``boxes_on_target_fraction``, ``moves`` and ``pushes`` for the episode so far.
     """
 
@@ -229,7 +232,7 @@ class SokobanEnv(TextEnv):
         board = self._require_board()
         parsed = self.word_actions.parse(action)
         on_target_before = board.boxes_on_target
-        moves = self._execute(board, parsed.actions)
+        moves, distances = self._execute(board, parsed.actions)
         solved = board.solved
         out_of_steps = not solved and self._steps >= self.max_steps
         reward = (
@@ -251,7 +254,7 @@ class SokobanEnv(TextEnv):
                 "moves": self._steps,
                 "pushes": self._pushes,
             },
-            extra_info=self._step_info(parsed, moves),
+            extra_info=self._step_info(parsed, moves, distances),
         )
 
     def render_text(self, color: bool = False) -> str:
@@ -345,9 +348,11 @@ class SokobanEnv(TextEnv):
             )
         return int(difficulty)
 
-    def _execute(self, board: Board, actions: tuple[str, ...]) -> list[MoveReport]:
-        """Make the moves in order until the puzzle is solved or the step limit is reached."""
-        moves = []
+    def _execute(self, board: Board, actions: tuple[str, ...]) -> tuple[list[MoveReport], list[int | None]]:
+        """Make the moves in order until the puzzle is solved or the step limit is reached; the moves made and
+        the distance to the goal after each (the solver's plans are cached, so an optimal move costs no search)."""
+        moves: list[MoveReport] = []
+        distances: list[int | None] = []
         for action in actions:
             if board.solved or self._steps >= self.max_steps:
                 break
@@ -356,7 +361,9 @@ class SokobanEnv(TextEnv):
             self._steps += 1
             self._pushes += result == PUSHED
             moves.append(MoveReport(action, result, board.boxes_on_target - before))
-        return moves
+            plan = self._plans.plan(board)
+            distances.append(None if plan is None else len(plan))
+        return moves, distances
 
     def _move_bound(self, max_moves: int | None) -> int:
         """The generator's bound on optimal moves: ``max_moves`` within the episode's move budget."""
@@ -414,9 +421,13 @@ class SokobanEnv(TextEnv):
             "distance_to_goal": None if plan is None else len(plan),
         }
 
-    def _step_info(self, parsed: ParsedActions, moves: list[MoveReport]) -> dict[str, Any]:
+    def _step_info(
+        self, parsed: ParsedActions, moves: list[MoveReport], distances: list[int | None]
+    ) -> dict[str, Any]:
         return {
             **self._state_info(),
+            "move_distances": distances,
+            "move_spans": [list(span) for span in parsed.spans[: len(moves)]],
             "actions_executed": [m.action for m in moves],
             "actions_not_executed": len(parsed.actions) - len(moves),
             "actions_over_cap": parsed.over_cap,

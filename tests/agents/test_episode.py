@@ -10,7 +10,7 @@ import pytest
 from episode_doubles import STOP, CharRenderer, ScriptedEngine, ScriptedEnv
 
 from agents.engines.base import Generation
-from agents.episode import EpisodeLimits, EpisodeSpec, run_chat_episode, run_episode
+from agents.episode import EpisodeLimits, EpisodeSpec, _move_tokens, run_chat_episode, run_episode, token_char_ends
 from agents.trajectory import Trajectory
 
 SPEC = EpisodeSpec(env_id="scripted", seed=7, group_id="g0", sample_index=3)
@@ -271,3 +271,69 @@ def test_the_prompt_shows_the_environments_tools_whatever_tools_the_renderer_was
             assert t.prompt_ids == expected.prompt_ids(t.messages[:2])
             assert ('"name": "look"' in tokenizer.decode(t.prompt_ids)) == (env_tools is not None)
             assert '"jump"' not in tokenizer.decode(t.prompt_ids)
+
+
+class MovesEnv(StatefulEnv):
+    """StatefulEnv whose turns hold moves: every letter of the action is one move, each a step closer to the goal,
+    except ``x``, which loses the level; it reports each move's distance and where the move was written."""
+
+    def _reset(self, options):
+        self.distance = 9
+        return super()._reset(options)
+
+    def _step(self, action):
+        outcome = super()._step(action)
+        spans, distances = [], []
+        for i, char in enumerate(action):
+            if char.isalpha():
+                self.distance = None if char == "x" or self.distance is None else self.distance - 1
+                spans.append([i, i + 1])
+                distances.append(self.distance)
+        extra = {"distance_to_goal": self.distance, "move_spans": spans, "move_distances": distances}
+        return dataclasses.replace(outcome, extra_info={**outcome.extra_info, **extra})
+
+
+def test_each_moves_last_token_and_distance_are_recorded_per_turn():
+    env = MovesEnv(rewards=(0.0, 0.0, 1.0))
+    engine = ScriptedEngine([("a|b", -0.5, "stop"), ("", -0.5, "stop"), ("cx", -0.5, "stop")])
+    t = play(env, engine)
+    # one token per character: turn 0 samples a | b STOP at response indices 0-3 (then 4 observation tokens
+    # |U:o1 and A: ... ), so its moves end at the tokens of "a" (0) and "b" (2)
+    turn1 = t.turn_end_indices[0] + 1 + len("|U:o1|A:")
+    assert t.turn_move_end_indices[0] == [0, 2] and t.turn_move_distances[0] == [8, 7]
+    assert t.turn_move_end_indices[1] == [] and t.turn_move_distances[1] == []  # a turn with no move
+    turn2 = turn1 + 1 + len("|U:o2|A:")
+    assert t.turn_move_end_indices[2] == [turn2, turn2 + 1] and t.turn_move_distances[2] == [6, None]
+    assert [t.response_ids[i] for i in t.turn_move_end_indices[2]] == [ord("c"), ord("x")]
+
+
+def test_an_env_without_move_information_leaves_the_move_fields_empty():
+    t = play(StatefulEnv(rewards=(0.0, 1.0)), ScriptedEngine([("ab", -0.5, "stop"), ("c", -0.5, "stop")]))
+    assert t.has_state_info and t.turn_move_end_indices == t.turn_move_distances == []
+
+
+def test_moves_that_cannot_be_placed_on_their_own_tokens_are_left_out():
+    # two moves ending in one token
+    assert _move_tokens({"move_spans": [[0, 1], [1, 2]], "move_distances": [3, 2]}, [2, 4], 10) == ([], [])
+    # a span past the text, and a turn whose text did not decode token by token
+    assert _move_tokens({"move_spans": [[0, 5]], "move_distances": [3]}, [2, 4], 10) == ([], [])
+    assert _move_tokens({"move_spans": [[0, 1]], "move_distances": [3]}, None, 10) == ([], [])
+    assert _move_tokens({"move_spans": [[0, 1], [3, 4]], "move_distances": [3, None]}, [2, 4], 10) == (
+        [10, 11],
+        [3, None],
+    )
+
+
+class SplitCharRenderer(CharRenderer):
+    """Decodes the ids 200 and 201 together to one character, and either alone to a replacement character."""
+
+    def decode_action(self, sampled_ids):
+        text = super().decode_action(sampled_ids).replace(chr(200) + chr(201), "é")
+        return text.replace(chr(200), "\ufffd").replace(chr(201), "\ufffd")
+
+
+def test_token_character_ends_are_trusted_only_where_every_prefix_decodes_to_a_prefix():
+    renderer = CharRenderer()
+    assert token_char_ends(renderer, [ord("a"), ord("b"), 1], "ab") == [1, 2, 2]  # the stop token adds nothing
+    split = SplitCharRenderer()
+    assert token_char_ends(split, [ord("a"), 200, 201], "aé") is None

@@ -51,6 +51,11 @@ def test_valid_record_passes_and_counts():
         ({"turn_rewards": [1.0]}, "same length"),
         ({"turn_state_keys": ["a"], "turn_distances_before": [1], "turn_distances_after": [0]}, "one per turn"),
         ({"turn_state_keys": ["a", "b"]}, "one per turn"),
+        ({"turn_move_end_indices": [[0, 1]], "turn_move_distances": [[2, 1]]}, "one list per turn"),
+        ({"turn_move_end_indices": [[0, 1], [5]], "turn_move_distances": [[2], [0]]}, "2 move end indices but 1"),
+        ({"turn_move_end_indices": [[0, 3], [5]], "turn_move_distances": [[2, 1], [0]]}, "sampled token of that"),
+        ({"turn_move_end_indices": [[1], [2]], "turn_move_distances": [[2], [0]]}, "sampled token of that"),
+        ({"turn_move_end_indices": [[1, 0], [5]], "turn_move_distances": [[2, 1], [0]]}, "strictly increasing"),
         ({"termination": "crashed"}, "termination"),
         ({"termination": "error"}, "error is set"),
     ],
@@ -73,6 +78,16 @@ def test_state_info_round_trips_and_old_records_without_it_still_load():
     for key in ("turn_state_keys", "turn_distances_before", "turn_distances_after", "initial_distance"):
         del old[key]
     assert not Trajectory.from_dict(old).has_state_info
+
+
+def test_move_info_round_trips_and_old_records_without_it_still_load():
+    t = valid()
+    t.turn_move_end_indices, t.turn_move_distances = [[0, 2], []], [[3, None], []]
+    t.validate()
+    assert Trajectory.from_json(t.to_json()) == t
+    old = valid().to_dict()
+    del old["turn_move_end_indices"], old["turn_move_distances"]
+    assert Trajectory.from_dict(old).turn_move_distances == []
 
 
 def test_engine_values_round_trip_and_old_records_without_them_still_load():

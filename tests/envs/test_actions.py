@@ -127,3 +127,38 @@ def test_word_actions_describe_parse_and_pack_one_format():
     assert single.describe() == "Answer with Go, e.g. Go" and single.rules() == []
     with pytest.raises(ValueError, match="max_actions_per_turn"):
         WordActions(MOVES, max_actions_per_turn=0, require_answer_tag=False, example=("Up",))
+
+
+def test_each_action_comes_with_the_span_of_the_word_that_named_it():
+    text = '<think>Up? || no</think><answer> "up." || Left Down ||right</answer>'
+    parsed = parse_actions(text, MOVES, max_actions=3)
+    assert parsed.actions == ("Up", "Left", "Down") and parsed.over_cap
+    # the spans skip the quotes and the full stop; "Left Down" is two words, two spans
+    assert [text[a:b] for a, b in parsed.spans] == ["up", "Left", "Down"]
+    assert parsed.spans[0] == (text.index("up."), text.index("up.") + 2)
+    # without a tag, the think block is blanked, not removed: positions stay those of the text
+    untagged = "<think>Left</think> Right | up"
+    assert [untagged[a:b] for a, b in parse_actions(untagged, MOVES, max_actions=5).spans] == ["Right", "up"]
+    # an invalid token stops the spans with the actions
+    stopped = parse_actions("Up || go left || Down", MOVES, max_actions=5)
+    assert stopped.actions == ("Up",) and stopped.spans == ((0, 2),)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(MOVES), min_size=1, max_size=8),
+    st.lists(st.sampled_from([" || ", "||", " | ", ", ", "\n", " ", ";  "]), min_size=8, max_size=8),
+    st.sampled_from(["", '"', ".", "*", "("]),
+    st.booleans(),
+    st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=30),
+)
+def test_spans_point_at_the_words_in_order_and_apart(moves, separators, decoration, wrapped, thought):
+    words = [f"{decoration}{m.lower() if i % 2 else m}{decoration}" for i, m in enumerate(moves)]
+    text = "".join(w + s for w, s in zip(words, separators, strict=False))
+    if wrapped:
+        text = f"<think>{thought}</think><answer>{text}</answer>"
+    parsed = parse_actions(text, MOVES, max_actions=5)
+    assert parsed.actions == tuple(moves[:5])
+    assert len(parsed.spans) == len(parsed.actions)
+    assert [text[a:b].lower() for a, b in parsed.spans] == [m.lower() for m in parsed.actions]
+    assert all(b <= c for (_, b), (c, _) in zip(parsed.spans, parsed.spans[1:], strict=False))

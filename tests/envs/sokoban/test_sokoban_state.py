@@ -41,6 +41,27 @@ def test_corridor_distances_and_keys_by_hand():
     ]
 
 
+def test_each_move_of_a_turn_reports_its_distance_and_where_it_was_written():
+    env = SokobanEnv(max_turns=None)
+    env.reset(options={"level": CORRIDOR})
+    action = "Left || right ||  Right.|| Left"
+    *_, info = env.step(action)
+    # Left bumps into the wall (3), a walk (2), a push (1), walked back (2): the turn's distance is the last
+    assert info["move_distances"] == [3, 2, 1, 2] and info["distance_to_goal"] == 2
+    assert [action[a:b] for a, b in info["move_spans"]] == ["Left", "right", "Right", "Left"]
+    # the box pushed into the corner: that move and every one after it have no distance
+    env.reset(options={"level": "#####\n#.  #\n#@$ #\n#   #\n#####"})
+    *_, info = env.step("Right || Up || Up")
+    assert info["move_distances"] == [None, None, None]
+    # moves the episode's end cut off are not reported; a turn with no move reports empty lists
+    env.reset(options={"level": CORRIDOR})
+    *_, terminated, _, info = env.step("Right || Right || Right || Left")
+    assert terminated and info["move_distances"] == [2, 1, 0] and len(info["move_spans"]) == 3
+    env.reset(options={"level": CORRIDOR})
+    *_, info = env.step("jump")
+    assert info["move_distances"] == [] and info["move_spans"] == []
+
+
 def test_the_key_is_the_position_in_xsb():
     env = SokobanEnv()
     for seed in range(5):
@@ -136,6 +157,7 @@ def test_random_play_keeps_the_distance_exact(turns, seed, boxes):
         before, pushes_before = info["distance_to_goal"], info["pushes"]
         *_, terminated, _, info = env.step(turn)
         after, moves = info["distance_to_goal"], len(info["actions_executed"])
+        assert len(info["move_distances"]) == moves and info["move_distances"][-1:] in ([], [after])
         exact = solve(env.board.snapshot()).solution
         assert after == (None if exact is None else exact.num_moves)
         assert (after == 0) == info["success"]
