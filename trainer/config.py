@@ -110,6 +110,15 @@ class StepGroupsConfig:
 
 
 @dataclass
+class MoveCreditConfig:
+    """Each move's optimal advantage, from the env's per-move distances (:func:`trainer.algos.credit.move_advantages`):
+    ``d(s) - d(s') - 1`` on the tokens that wrote the move, a lost position counting
+    ``algo.shaping.unsolvable_distance`` moves from the goal."""
+
+    weight: float = 0.0  # advantage += weight * A*(s, a) on each move's tokens; 0: off
+
+
+@dataclass
 class AlgoConfig:
     """The algorithm: advantage estimator, PPO loss, KL and entropy terms (``configs/training/algo/*.yaml``)."""
 
@@ -148,11 +157,12 @@ class AlgoConfig:
     # Credit from the env's exact state (info["state_key"], info["distance_to_goal"]); any estimator.
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     step_groups: StepGroupsConfig = field(default_factory=StepGroupsConfig)
+    move_credit: MoveCreditConfig = field(default_factory=MoveCreditConfig)
 
     @property
     def uses_state(self) -> bool:
         """The run uses the env's state info: progress shaping or step-level groups are on."""
-        return self.shaping.coef != 0 or self.step_groups.weight != 0
+        return self.shaping.coef != 0 or self.step_groups.weight != 0 or self.move_credit.weight != 0
 
 
 @dataclass
@@ -531,6 +541,8 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
         f"algo.shaping.fade_steps must be >= 1 (null: no fading), got {shaping.fade_steps}",
     )
     _require(steps.weight >= 0, f"algo.step_groups.weight must be >= 0 (0: off), got {steps.weight}")
+    moves = algo.move_credit.weight
+    _require(moves >= 0, f"algo.move_credit.weight must be >= 0 (0: off), got {moves}")
     _require(0 <= steps.gamma <= 1, f"algo.step_groups.gamma must be in [0, 1], got {steps.gamma}")
     check_choice("algo.step_groups.key", steps.key, STEP_GROUP_KEYS)
     _require(

@@ -52,6 +52,8 @@ def preflight(config: TrainConfig, setup: Callable[[], None] | None = None) -> N
     try:
         if config.algo.uses_state:
             _check_state_info(config, env.reset(seed=trainer.seed)[1])
+        if config.algo.move_credit.weight != 0:
+            _check_move_info(config, env)
         if config.curriculum.mode != "none":
             _check_difficulty(config, env)
         env.reset(seed=trainer.seed)  # the first level again (the difficulty check resets to another)
@@ -117,6 +119,20 @@ def _check_state_info(config: TrainConfig, info: dict) -> None:
         raise UsageError(
             f"env={env_id} reports no {keys}, which {algo.name}'s state-based credit needs: set {fixes}, or use an "
             "env with an exact solver (sokoban, frozenlake)"
+        )
+
+
+def _check_move_info(config: TrainConfig, env: Any) -> None:
+    """Move credit needs ``info["move_distances"]`` and ``info["move_spans"]`` after a step (see envs.core): one
+    step of the oracle's first turn (or of the first valid action) shows whether the env gives them."""
+    env_id = config.env["id"]
+    env.reset(seed=config.trainer.seed)
+    plan = env.oracle() or env.valid_actions()
+    info = env.step(plan[0])[4] if plan else {}
+    if "move_distances" not in info or "move_spans" not in info:
+        raise UsageError(
+            f'env={env_id} reports no info["move_distances"] and info["move_spans"] after a step, which '
+            "algo.move_credit needs: set algo.move_credit.weight=0, or use an env that reports each move (sokoban)"
         )
 
 

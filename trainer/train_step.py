@@ -328,6 +328,11 @@ def estimate_advantages(
         batch.advantages = batch.advantages + algo.step_groups.weight * step_term
         metrics.update(step_metrics)
         metrics["advantage/step_abs_mean"] = float(masked_mean((algo.step_groups.weight * step_term).abs(), mask))
+    if algo.move_credit.weight > 0:
+        move_term, move_metrics = _move_term(trajectories, mask, algo.shaping.unsolvable_distance)
+        batch.advantages = batch.advantages + algo.move_credit.weight * move_term
+        metrics.update(move_metrics)
+        metrics["advantage/move_abs_mean"] = float(masked_mean((algo.move_credit.weight * move_term).abs(), mask))
     metrics["advantage/mean"] = float(masked_mean(batch.advantages, mask))
     metrics["advantage/abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     metrics.update({f"groups/{k}": float(v) for k, v in group_statistics(scores, group_index).items()})
@@ -415,6 +420,39 @@ def _step_group_term(
         "credit/step_group_size_mean": statistics.fmean(grouped) if grouped else 0.0,
     }
     return credit.turn_values_to_tokens(per_turn, columns, mask), metrics
+
+
+def _move_term(
+    trajectories: Sequence[Trajectory], mask: Tensor, unsolvable_distance: float
+) -> tuple[Tensor, dict[str, float]]:
+    """Each move's optimal advantage on the tokens that wrote it ``[B, L]`` (before the weight), and its metrics:
+    the share of turns whose moves were placed on their tokens, and of the moves the optimal and the losing ones.
+    A trajectory without per-move information gets none of it."""
+    values, ends, starts = [], [], []
+    optimal = lost = moves = placed = turns = 0
+    for t in trajectories:
+        offset, count = len(t.prompt_ids), len(t.turn_rewards)
+        move_distances = t.turn_move_distances or [[] for _ in range(count)]
+        move_ends = t.turn_move_end_indices or [[] for _ in range(count)]
+        before = t.turn_distances_before if t.has_state_info else [None] * count
+        row = []
+        for start, after in zip(before, move_distances, strict=True):
+            turn = credit.move_advantages(start, after, unsolvable_distance=unsolvable_distance)
+            row.append(turn)
+            optimal += sum(v == 0 and d is not None for v, d in zip(turn, after, strict=True))
+            lost += sum(v < 0 and d is None for v, d in zip(turn, after, strict=True))
+            moves += len(turn)
+            placed += bool(turn)
+        turns += count
+        values.append(row)
+        ends.append([[offset + i for i in turn] for turn in move_ends])
+        starts.append([offset + (t.turn_end_indices[k - 1] + 1 if k else 0) for k in range(count)])
+    metrics = {
+        "credit/move_placed_turn_fraction": placed / turns if turns else 0.0,
+        "credit/move_optimal_fraction": optimal / moves if moves else 0.0,
+        "credit/move_lost_fraction": lost / moves if moves else 0.0,
+    }
+    return credit.move_values_to_tokens(values, ends, starts, mask), metrics
 
 
 def _turn_group_keys(trajectory: Trajectory, key: str) -> list[Hashable | None]:

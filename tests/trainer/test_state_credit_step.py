@@ -11,7 +11,7 @@ import torch
 
 from agents.trajectory import Trajectory
 from trainer.batch import build_batch
-from trainer.config import AlgoConfig, ShapingConfig, StepGroupsConfig
+from trainer.config import AlgoConfig, MoveCreditConfig, ShapingConfig, StepGroupsConfig
 from trainer.train_step import estimate_advantages
 
 
@@ -179,3 +179,35 @@ def test_distance_groups_judge_a_last_turn_by_its_progress_whatever_the_shapings
     assert adv[0, TURN1].tolist() == pytest.approx([0.5])
     assert adv[1, TURN0].tolist() == pytest.approx([-0.5, -0.5])
     assert adv[1, TURN1].tolist() == pytest.approx([-1.0])
+
+
+def with_moves(t: Trajectory, ends: list[list[int]], distances: list[list[int | None]]) -> Trajectory:
+    moved = Trajectory(**{**t.to_dict(), "turn_move_end_indices": ends, "turn_move_distances": distances})
+    moved.validate()
+    return moved
+
+
+def test_move_credit_adds_each_moves_optimal_advantage_to_its_own_tokens():
+    moved = [
+        # episode 1, turn 0 from distance 2: moves ending at response indices 0 and 1 (columns 2, 3) reach 2, 1;
+        # turn 1 from 1: one move to 0
+        with_moves(TRAJECTORIES[0], [[0, 1], [4]], [[2, 1], [0]]),
+        # episode 2, turn 0 from 2: one move written by both tokens (to 2); turn 1 from 2: the move loses the level
+        with_moves(TRAJECTORIES[1], [[1], [4]], [[2], [None]]),
+    ]
+    algo = group_algo("grpo", move_credit=MoveCreditConfig(weight=0.5), shaping=ShapingConfig(unsolvable_distance=20))
+    batch = build_batch(moved, pad_id=0)
+    metrics = estimate_advantages(batch, moved, algo)
+    # episode level +-0.5 (returns 1 and 0). Moves: 2 -> 2 (-1), 2 -> 1 (0), 1 -> 0 (0); 2 -> 2 (-1); 2 -> lost
+    # (2 - 20 - 1 = -19). Times 0.5: -0.5, 0, 0; -0.5 on both tokens of episode 2's turn 0; -9.5
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.0, 0.5, 0.5])
+    assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([-1.0, -1.0, -10.0])
+    assert batch.advantages[:, [0, 1, 4, 5]].abs().sum() == 0
+    assert metrics["credit/move_placed_turn_fraction"] == 1.0
+    assert metrics["credit/move_optimal_fraction"] == pytest.approx(2 / 5)
+    assert metrics["credit/move_lost_fraction"] == pytest.approx(1 / 5)
+    # episodes without per-move information get no move term
+    batch = build_batch(TRAJECTORIES, pad_id=0)
+    metrics = estimate_advantages(batch, TRAJECTORIES, algo)
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.5] * 3)
+    assert metrics["credit/move_placed_turn_fraction"] == 0.0 and metrics["advantage/move_abs_mean"] == 0.0

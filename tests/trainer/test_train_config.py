@@ -354,6 +354,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["curriculum.floor=0"], ["curriculum.floor must be >= 1 or null"]),
         (["curriculum.floor=5", "curriculum.start=3"], ["curriculum.start (3) is the first ceiling", "start >= "]),
         (["algo.shaping.coef=-1"], ["algo.shaping.coef must be >= 0 (0: off), got -1"]),
+        (["algo.move_credit.weight=-0.5"], ["algo.move_credit.weight must be >= 0 (0: off), got -0.5"]),
         (["sft.micro_batch_size=0"], ["sft.micro_batch_size must be >= 1, got 0"]),
         (["evaluation.max_concurrent_episodes=0"], ["evaluation.max_concurrent_episodes must be >= 1 (null: every"]),
         (["sft.oracle_noise=1"], ["sft.oracle_noise must be in [0, 1) (0: the oracle alone), got 1"]),

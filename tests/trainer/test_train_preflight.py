@@ -63,6 +63,11 @@ def config_for(tmp_path: Path, *overrides: str):
             'env=toolcall reports no info["distance_to_goal"], which ppo\'s state-based credit needs: set '
             "algo.step_groups.weight=0, or",
         ),
+        (
+            ["env=toolcall", "algo.move_credit.weight=1"],
+            'env=toolcall reports no info["move_distances"] and info["move_spans"] after a step, which '
+            "algo.move_credit needs: set algo.move_credit.weight=0, or",
+        ),
         (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
         (
             ["curriculum=adaptive", "curriculum.floor=9"],

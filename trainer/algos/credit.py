@@ -35,6 +35,18 @@ credit, both pure functions over per-turn values:
   from episodes of other seeds that reached the same position. A coarser key, the distance to the goal a turn
   starts from (``algo.step_groups.key=distance``), groups turns that rarely share a position; the training step
   then compares them on rewards shaped in the progress form (``end="keep"``), so a turn is judged by where it led.
+* **Move-level optimal advantage** (``algo.move_credit``): where the environment reports the distance after
+  each move of a turn and where each move was written (``info["move_distances"]``, ``info["move_spans"]``), every
+  move's own tokens get the advantage of that move under the optimal policy of the shortest-path problem the
+  distance solves (each move costs 1): ``A*(s, a) = Q*(s, a) - V*(s) = d(s) - d(s') - 1`` with ``V*(s) = -d(s)``.
+  It is 0 for an optimal move, -1 for a wasted one (into a wall), -2 for a step away, and
+  ``d(s) - unsolvable_distance - 1`` (at most -2) for a move that loses the level (a box pushed where it can no
+  longer reach a target); every move from a lost position gets 0 (all are equally lost). No group or critic
+  estimates it: the exact solver gives it, with no variance, to each move of every episode, failed ones
+  included, and it blames the one move of a turn that lost the level instead of the turn's every move. It is
+  never positive, and it is maximal exactly for the optimal policy, so ascending it moves the policy toward the
+  optimal moves from the positions the policy itself reaches. Tokens of a turn outside its moves (a stop token,
+  tags) get none of it.
 
 Shapes: ``B`` trajectories, ``T`` token columns, ``N`` turns of the whole batch.
 """
@@ -50,6 +62,8 @@ from trainer.algos.advantages import group_advantages
 from trainer.algos.masked import as_float_mask
 
 __all__ = [
+    "move_advantages",
+    "move_values_to_tokens",
     "progress_potential",
     "progress_shaping",
     "step_group_advantages",
@@ -142,4 +156,58 @@ def turn_values_to_tokens(
         for value, end in zip(row_values, ends, strict=True):
             out[b, start : int(end) + 1] = float(value)
             start = int(end) + 1
+    return out * as_float_mask(mask, out)
+
+
+def move_advantages(
+    distance_before: int | None, distances_after: Sequence[int | None], *, unsolvable_distance: float
+) -> list[float]:
+    """One turn's optimal advantage per move, ``A* = d(s) - d(s') - 1`` (module docstring).
+
+    ``distance_before``: the distance the turn started from; ``distances_after``: the distance after each of its
+    moves. An unsolvable (or unknown) position counts as ``unsolvable_distance`` moves from the goal, or as one move
+    further than the position it was lost from where that is further (so losing never pays more than a step
+    away, whatever ``unsolvable_distance``); a move made from such a position gets 0.
+    """
+    advantages = []
+    before = distance_before
+    for after in distances_after:
+        if before is None:
+            advantages.append(0.0)
+        else:
+            reached = max(float(unsolvable_distance), before + 1.0) if after is None else float(after)
+            advantages.append(float(before) - reached - 1.0)
+        before = after
+    return advantages
+
+
+def move_values_to_tokens(
+    values: Sequence[Sequence[Sequence[float]]],
+    move_end_columns: Sequence[Sequence[Sequence[int]]],
+    turn_start_columns: Sequence[Sequence[int]],
+    mask: Tensor,
+) -> Tensor:
+    """Per-move values on each move's sampled tokens ``[B, T]``.
+
+    Indexed ``[row][turn][move]``: turn ``k`` of row ``b`` starts at column ``turn_start_columns[b][k]`` (its
+    first sampled token), and its move ``m`` owns the columns ``(end_{m-1}, end_m]``, ``end_m =
+    move_end_columns[b][k][m]`` (``end_{-1}`` the column before the turn's start). Columns after a turn's last
+    move, and every mask-0 column, get 0.
+    """
+    if mask.dim() != 2 or not (len(values) == len(move_end_columns) == len(turn_start_columns) == mask.shape[0]):
+        raise ValueError(f"expected one list of turns per row of mask {tuple(mask.shape)}")
+    out = torch.zeros(mask.shape, dtype=torch.float32)
+    for b, (row_values, row_ends, row_starts) in enumerate(
+        zip(values, move_end_columns, turn_start_columns, strict=True)
+    ):
+        if not (len(row_values) == len(row_ends) == len(row_starts)):
+            raise ValueError(
+                f"row {b}: {len(row_values)} turns of values, {len(row_ends)} of ends, {len(row_starts)} starts"
+            )
+        for turn_values, ends, start in zip(row_values, row_ends, row_starts, strict=True):
+            if len(turn_values) != len(ends):
+                raise ValueError(f"row {b}: {len(turn_values)} move values but {len(ends)} move ends")
+            for value, end in zip(turn_values, ends, strict=True):
+                out[b, int(start) : int(end) + 1] = float(value)
+                start = int(end) + 1
     return out * as_float_mask(mask, out)

@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trainer.algos.credit import (
+    move_advantages,
+    move_values_to_tokens,
     progress_potential,
     progress_shaping,
     step_group_advantages,
@@ -87,3 +89,42 @@ def test_a_zero_end_makes_every_episode_of_a_level_earn_the_same_shaping(path, c
     # whatever the path, the total is -coef * Phi(first): a function of the level alone (Ng et al.'s invariance)
     terms = progress_shaping(path[:-1], path[1:], coef=coef, unsolvable_distance=20, zero_end=True)
     assert math.isclose(sum(terms), -coef * progress_potential(path[0], 20), abs_tol=1e-9)
+
+
+def test_a_moves_optimal_advantage_is_zero_for_an_optimal_move_and_charges_the_rest():
+    # from 5: to 4 is optimal (5 - 4 - 1 = 0); into a wall 4 -> 4 (-1); a step away 4 -> 5 (-2); a push that
+    # loses the level, 5 -> lost counting 20 (5 - 20 - 1 = -16); every move from the lost position 0
+    assert move_advantages(5, [4, 4, 5, None, None], unsolvable_distance=20) == [0.0, -1.0, -2.0, -16.0, 0.0]
+    assert move_advantages(None, [None, 3], unsolvable_distance=20) == [0.0, 0.0]  # a turn that starts lost
+    assert move_advantages(2, [], unsolvable_distance=20) == []
+    # a level lost from further than unsolvable_distance still costs what a step away does: 18 -> (19) -> -2
+    assert move_advantages(18, [None], unsolvable_distance=16) == [-2.0]
+
+
+@given(st.integers(1, 15), st.lists(st.sampled_from([-1, 0, 1, 2, None]), max_size=6), st.floats(16, 40))
+def test_move_advantages_are_never_positive_and_sum_to_the_turns_regret(start, changes, lost):
+    # distances an exact solver can give: one move lowers the distance by at most one (or loses the level)
+    after, distance = [], start
+    for change in changes:
+        distance = None if change is None or distance is None else max(distance + change, 0)
+        after.append(distance)
+    advantages = move_advantages(start, after, unsolvable_distance=lost)
+    assert len(advantages) == len(after) and all(a <= 0 for a in advantages)
+    # the move that loses the level costs at least what a step away does
+    steps = zip(advantages, [start, *after], after, strict=False)
+    assert all(a <= -2 for a, before, now in steps if before is not None and now is None)
+    # along the moves until the first lost position, the advantages telescope: d(start) - d(last) - moves
+    alive = after if None not in after else after[: after.index(None)]
+    if alive:
+        assert sum(advantages[: len(alive)]) == pytest.approx(start - alive[-1] - len(alive))
+
+
+def test_move_values_land_on_the_tokens_that_wrote_each_move():
+    # row 0: turn 0 samples columns 2-6 (moves end at 3 and 5; column 6 is the stop token), an observation at
+    # 7-8, turn 1 samples 9-10 (one move ending at 10); row 1: one turn at columns 1-3, no move placed
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]])
+    out = move_values_to_tokens([[[-1.0, -2.0], [-3.0]], [[]]], [[[3, 5], [10]], [[]]], [[2, 9], [1]], mask)
+    assert out[0].tolist() == [0, 0, -1, -1, -2, -2, 0, 0, 0, -3, -3]
+    assert out[1].abs().sum() == 0
+    with pytest.raises(ValueError, match="move values"):
+        move_values_to_tokens([[[-1.0]]], [[[3, 5]]], [[2]], mask[:1])
