@@ -126,13 +126,19 @@ def _check_move_info(config: TrainConfig, env: Any) -> None:
     """Move credit needs ``info["move_distances"]`` and ``info["move_spans"]`` after a step (see envs.core): one
     step of the oracle's first turn (or of the first valid action) shows whether the env gives them."""
     env_id = config.env["id"]
+    if env.stochastic_dynamics:
+        raise UsageError(
+            f"env={env_id} has random move outcomes here (stochastic_dynamics), and algo.move_credit would charge a "
+            "move for where chance took it: set algo.move_credit.weight=0 (algo.shaping and algo.step_groups judge "
+            "turns instead), or make the dynamics deterministic (env.is_slippery=false)"
+        )
     env.reset(seed=config.trainer.seed)
     plan = env.oracle() or env.valid_actions()
     info = env.step(plan[0])[4] if plan else {}
     if "move_distances" not in info or "move_spans" not in info:
         raise UsageError(
             f'env={env_id} reports no info["move_distances"] and info["move_spans"] after a step, which '
-            "algo.move_credit needs: set algo.move_credit.weight=0, or use an env that reports each move (sokoban)"
+            "algo.move_credit needs: set algo.move_credit.weight=0, or use an env that reports each move (sokoban, frozenlake)"
         )
 
 

@@ -91,7 +91,8 @@ class FrozenLakeEnv(TextEnv):
     far), ``state_key`` and ``distance_to_goal`` (module docstring); at reset ``map`` (the rows, usable
     as ``desc``); after a step ``actions_executed`` (the moves asked for and made), ``directions_taken``
     (where they went), ``slips``, ``actions_not_executed`` (valid actions skipped because the episode
-    ended), ``actions_over_cap`` and ``invalid_reason``.
+    ended), ``actions_over_cap``, ``invalid_reason``, ``move_distances`` and ``move_spans`` (per move made: the
+    distance to the goal where it ended, and where the action text wrote it).
     Metrics: ``moves``, ``slips`` and ``fell_in_hole`` for the episode so far.
     """
 
@@ -260,7 +261,11 @@ class FrozenLakeEnv(TextEnv):
                 taken = SLIP_OUTCOMES[intended][int(self.np_random.integers(3))]
                 self._slips += taken != intended
             target = lake.move(self._position, taken)
-            moves.append(Move(intended, taken, moved=target != self._position))
+            assert self._distances is not None
+            distance = int(self._distances[target])
+            moves.append(
+                Move(intended, taken, moved=target != self._position, distance=distance if distance >= 0 else None)
+            )
             self._position = target
             self._steps += 1
         return moves
@@ -296,6 +301,8 @@ class FrozenLakeEnv(TextEnv):
     def _step_info(self, parsed: ParsedActions, moves: Sequence[Move]) -> dict[str, Any]:
         return {
             **self._state_info(),
+            "move_distances": [m.distance for m in moves],
+            "move_spans": [list(span) for span in parsed.spans[: len(moves)]],
             "actions_executed": [m.intended for m in moves],
             "directions_taken": [m.taken for m in moves],
             "slips": sum(m.taken != m.intended for m in moves),

@@ -25,11 +25,13 @@ _RESET = "\x1b[0m"
 
 @dataclass(frozen=True)
 class Move:
-    """One executed move: the direction asked for, the one taken (they differ after a slip), whether it moved."""
+    """One executed move: the direction asked for, the one taken (they differ after a slip), whether it moved, and
+    the distance to the goal where it ended (``None`` in a hole)."""
 
     intended: str
     taken: str
     moved: bool
+    distance: int | None = None
 
 
 def render_grid(lake: LakeMap, position: Position, *, color: bool = False) -> str:

@@ -68,6 +68,10 @@ def config_for(tmp_path: Path, *overrides: str):
             'env=toolcall reports no info["move_distances"] and info["move_spans"] after a step, which '
             "algo.move_credit needs: set algo.move_credit.weight=0, or",
         ),
+        (
+            ["env=frozenlake", "env.is_slippery=true", "algo.move_credit.weight=1"],
+            "env=frozenlake has random move outcomes here (stochastic_dynamics), and algo.move_credit would charge",
+        ),
         (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
         (
             ["curriculum=adaptive", "curriculum.floor=9"],

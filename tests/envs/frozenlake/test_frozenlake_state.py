@@ -44,6 +44,19 @@ def test_a_hole_has_no_distance():
     assert record[-1] == ("SFFF/FHFH/FFFH/HFFG@1,1", None) and env.episode_over
 
 
+def test_each_move_of_a_turn_reports_its_distance_and_where_it_was_written():
+    env = FrozenLakeEnv(desc=GYMNASIUM_4X4)
+    env.reset(seed=0)
+    action = "Up || right ||  Right.|| Down"
+    *_, info = env.step(action)
+    # into the border (6), right (5), right (4), down to (1, 2) (3)
+    assert info["move_distances"] == [6, 5, 4, 3] and info["distance_to_goal"] == 3
+    assert [action[a:b] for a, b in info["move_spans"]] == ["Up", "right", "Right", "Down"]
+    env.reset(seed=0)
+    *_, info = env.step("Right || Down || Left")  # into the hole at (1, 1): the turn ends there
+    assert info["move_distances"] == [5, None] and info["move_spans"] == [[0, 5], [9, 13]]
+
+
 def test_a_map_without_a_path_has_no_distance():
     env = FrozenLakeEnv(desc=["SH", "HG"])
     assert states(env, []) == [("SH/HG@0,0", None)] and env.oracle() is None
