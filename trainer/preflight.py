@@ -138,7 +138,8 @@ def _check_move_info(config: TrainConfig, env: Any) -> None:
     if "move_distances" not in info or "move_spans" not in info:
         raise UsageError(
             f'env={env_id} reports no info["move_distances"] and info["move_spans"] after a step, which '
-            "algo.move_credit needs: set algo.move_credit.weight=0, or use an env that reports each move (sokoban, frozenlake)"
+            "algo.move_credit needs: set algo.move_credit.weight=0, or use an env that reports each move "
+            "(sokoban, frozenlake)"
         )
 
 
