@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import warnings
@@ -562,3 +563,44 @@ def test_stochastic_dynamics_are_exempt_from_the_exact_fall_only():
             return {**super()._state(), "distance_to_goal": 2 * (self.LENGTH - self.cell)}
 
     assert "falls by at most one per move" in state_failure(SlipperyAndWrong)
+
+
+class MovesWalkEnv(WalkEnv):
+    """WalkEnv that also reports each move's distance and where the action text wrote it."""
+
+    def _step(self, action):
+        parsed = parse_actions(action, ["+", "-"], max_actions=3)
+        start = self.cell
+        outcome = super()._step(action)
+        moves = len(outcome.extra_info["actions_executed"])
+        cells = []
+        for move in parsed.actions[:moves]:
+            start = min(max(start + self._step_of(move), 0), self.LENGTH)
+            cells.append(self.LENGTH - start)
+        extra = {"move_distances": self._move_distances(cells), "move_spans": [list(s) for s in parsed.spans[:moves]]}
+        return dataclasses.replace(outcome, extra_info={**outcome.extra_info, **extra})
+
+    def _move_distances(self, distances):
+        return distances
+
+
+def test_per_move_information_is_checked_when_given():
+    assert "state_info" in check_text_env(MovesWalkEnv, seeds=(0, 1)).passed
+
+    class LastMoveOff(MovesWalkEnv):
+        def _move_distances(self, distances):
+            return [*distances[:-1], distances[-1] + 1] if distances else distances
+
+    assert "is not the step's distance_to_goal" in state_failure(LastMoveOff)
+
+    class TooFastWithinTheTurn(MovesWalkEnv):  # 4, then 1 after the first move: a fall of 3 in one move
+        def _move_distances(self, distances):
+            return [1 if i == 0 and d > 1 else d for i, d in enumerate(distances)]
+
+    assert "move 1: distance_to_goal fell from 4 to 1 in 1 move(s)" in state_failure(TooFastWithinTheTurn)
+
+    class OneShort(MovesWalkEnv):
+        def _move_distances(self, distances):
+            return distances[1:]
+
+    assert "must be lists with one entry per move made" in state_failure(OneShort)
