@@ -132,9 +132,9 @@ def _read_token(token: str, lookup: Mapping[str, str]) -> list[tuple[str, tuple[
     word = lookup.get(token.strip(_STRIP).lower())
     if word is not None:
         return [(word, _stripped_span(token, 0, len(token)))]
-    parts = list(_WORD.finditer(token))
-    if len(parts) < 2 or len(parts) > 64:  # a long run of words is prose, not a list of moves
+    if not 2 <= len(token.split(None, 64)) <= 64:  # a long run of words is prose, not a list of moves
         return None
+    parts = list(_WORD.finditer(token))
     words = [lookup.get(part.group().strip(_STRIP).lower()) for part in parts]
     if None in words:
         return None
