@@ -116,6 +116,9 @@ class MoveCreditConfig:
     ``algo.shaping.unsolvable_distance`` moves from the goal."""
 
     weight: float = 0.0  # advantage += weight * A*(s, a) on each move's tokens; 0: off
+    # true: the step's mean A* over its moves is subtracted first (a baseline: the better than average moves of the
+    # step gain, the rest lose); false: A* as it is, never positive (0 for an optimal move)
+    center: bool = False
 
 
 @dataclass

@@ -329,7 +329,9 @@ def estimate_advantages(
         metrics.update(step_metrics)
         metrics["advantage/step_abs_mean"] = float(masked_mean((algo.step_groups.weight * step_term).abs(), mask))
     if algo.move_credit.weight > 0:
-        move_term, move_metrics = _move_term(trajectories, mask, algo.shaping.unsolvable_distance)
+        move_term, move_metrics = _move_term(
+            trajectories, mask, algo.shaping.unsolvable_distance, center=algo.move_credit.center
+        )
         batch.advantages = batch.advantages + algo.move_credit.weight * move_term
         metrics.update(move_metrics)
         metrics["advantage/move_abs_mean"] = float(masked_mean((algo.move_credit.weight * move_term).abs(), mask))
@@ -423,11 +425,12 @@ def _step_group_term(
 
 
 def _move_term(
-    trajectories: Sequence[Trajectory], mask: Tensor, unsolvable_distance: float
+    trajectories: Sequence[Trajectory], mask: Tensor, unsolvable_distance: float, *, center: bool = False
 ) -> tuple[Tensor, dict[str, float]]:
     """Each move's optimal advantage on the tokens that wrote it ``[B, L]`` (before the weight), and its metrics:
     the share of turns whose moves were placed on their tokens, and of the moves the optimal and the losing ones.
-    A trajectory without per-move information gets none of it."""
+    ``center``: the mean over the step's moves is subtracted from each. A trajectory without per-move information
+    gets none of it."""
     values, ends, starts = [], [], []
     optimal = lost = moves = placed = turns = 0
     for t in trajectories:
@@ -447,6 +450,9 @@ def _move_term(
         values.append(row)
         ends.append([[offset + i for i in turn] for turn in move_ends])
         starts.append([offset + (t.turn_end_indices[k - 1] + 1 if k else 0) for k in range(count)])
+    if center and moves:
+        mean = sum(v for row in values for turn in row for v in turn) / moves
+        values = [[[v - mean for v in turn] for turn in row] for row in values]
     metrics = {
         "credit/move_placed_turn_fraction": placed / turns if turns else 0.0,
         "credit/move_optimal_fraction": optimal / moves if moves else 0.0,

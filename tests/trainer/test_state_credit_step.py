@@ -211,3 +211,18 @@ def test_move_credit_adds_each_moves_optimal_advantage_to_its_own_tokens():
     metrics = estimate_advantages(batch, TRAJECTORIES, algo)
     assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.5] * 3)
     assert metrics["credit/move_placed_turn_fraction"] == 0.0 and metrics["advantage/move_abs_mean"] == 0.0
+
+
+def test_centred_move_credit_subtracts_the_steps_mean_move_advantage():
+    moved = [
+        with_moves(TRAJECTORIES[0], [[0, 1], [4]], [[2, 1], [0]]),
+        with_moves(TRAJECTORIES[1], [[1], [4]], [[2], [None]]),
+    ]
+    moves = MoveCreditConfig(weight=0.5, center=True)
+    algo = group_algo("grpo", move_credit=moves, shaping=ShapingConfig(unsolvable_distance=20))
+    batch = build_batch(moved, pad_id=0)
+    estimate_advantages(batch, moved, algo)
+    # the five moves' A* (above): -1, 0, 0, -1, -19, mean -4.2; centred: 3.2, 4.2, 4.2, 3.2, -14.8; times 0.5 plus
+    # the episode level's +-0.5
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([2.1, 2.6, 2.6])
+    assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([1.1, 1.1, -7.9])
