@@ -109,6 +109,7 @@ def _as_context(trajectory: Trajectory, turns: set[int]) -> Trajectory:
 
     A turn's last token (the end of turn) stays sampled: a trajectory's turns end on sampled tokens
     (:meth:`agents.trajectory.Trajectory.validate`), and closing the turn after a move is what a policy does anyway.
+    Those turns lose their per-move records too (their moves' tokens are no longer sampled).
     """
     if not turns:
         return trajectory
@@ -117,6 +118,9 @@ def _as_context(trajectory: Trajectory, turns: set[int]) -> Trajectory:
     for k, end in enumerate(trajectory.turn_end_indices):
         if k in turns:
             mask[start:end] = [0] * (end - start)
+            if trajectory.turn_move_end_indices:
+                trajectory.turn_move_end_indices[k] = []
+                trajectory.turn_move_distances[k] = []
         start = end + 1
     trajectory.response_mask = mask
     return trajectory

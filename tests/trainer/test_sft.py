@@ -70,10 +70,12 @@ def test_oracle_noise_turns_are_context_and_the_oracle_recovers_from_them(render
         env.reset(seed=trajectory.seed)
         actions = [m["content"] for m in trajectory.messages if m["role"] == "assistant"]
         start = 0
-        for action, end in zip(actions, trajectory.turn_end_indices, strict=True):
+        for k, (action, end) in enumerate(zip(actions, trajectory.turn_end_indices, strict=True)):
             assert trajectory.response_mask[end] == 1  # every turn ends on a sampled token, the end of turn
             trained = any(trajectory.response_mask[start:end])
             assert (action == env.oracle()[0]) == trained, (trajectory.seed, action)
+            # a context turn's move is no longer on sampled tokens: its per-move record goes with its mask
+            assert len(trajectory.turn_move_end_indices[k]) == len(trajectory.turn_move_distances[k]) == trained
             random_turns += not trained
             trained_turns += trained
             env.step(action)
