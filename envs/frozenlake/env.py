@@ -261,11 +261,7 @@ class FrozenLakeEnv(TextEnv):
                 taken = SLIP_OUTCOMES[intended][int(self.np_random.integers(3))]
                 self._slips += taken != intended
             target = lake.move(self._position, taken)
-            assert self._distances is not None
-            distance = int(self._distances[target])
-            moves.append(
-                Move(intended, taken, moved=target != self._position, distance=distance if distance >= 0 else None)
-            )
+            moves.append(Move(intended, taken, moved=target != self._position, distance=self._distance_at(target)))
             self._position = target
             self._steps += 1
         return moves
@@ -288,15 +284,19 @@ class FrozenLakeEnv(TextEnv):
 
     def _state_info(self) -> dict[str, Any]:
         lake = self._require_lake()
-        assert self._distances is not None
-        distance = int(self._distances[self._position])
         return {
             "position": self._position,
             "goal": lake.goal,
             "steps": self._steps,
             "state_key": f"{'/'.join(lake.rows)}@{self._position[0]},{self._position[1]}",
-            "distance_to_goal": distance if distance >= 0 else None,
+            "distance_to_goal": self._distance_at(self._position),
         }
+
+    def _distance_at(self, position: Position) -> int | None:
+        """The shortest hole-free path from ``position`` to the goal; ``None`` where none exists (a hole)."""
+        assert self._distances is not None
+        distance = int(self._distances[position])
+        return distance if distance >= 0 else None
 
     def _step_info(self, parsed: ParsedActions, moves: Sequence[Move]) -> dict[str, Any]:
         return {

@@ -361,9 +361,13 @@ class SokobanEnv(TextEnv):
             self._steps += 1
             self._pushes += result == PUSHED
             moves.append(MoveReport(action, result, board.boxes_on_target - before))
-            plan = self._plans.plan(board)
-            distances.append(None if plan is None else len(plan))
+            distances.append(self._distance(board))
         return moves, distances
+
+    def _distance(self, board: Board) -> int | None:
+        """The optimal moves left from ``board``'s position; ``None`` when unsolvable or unknown."""
+        plan = self._plans.plan(board)
+        return None if plan is None else len(plan)
 
     def _move_bound(self, max_moves: int | None) -> int:
         """The generator's bound on optimal moves: ``max_moves`` within the episode's move budget."""
@@ -409,7 +413,6 @@ class SokobanEnv(TextEnv):
         board = self._require_board()
         level = self._level
         assert level is not None
-        plan = self._plans.plan(board)
         return {
             "boxes_on_target": board.boxes_on_target,
             "num_boxes": len(board.boxes),
@@ -418,7 +421,7 @@ class SokobanEnv(TextEnv):
             "optimal_moves": None if self._optimal is None else self._optimal.num_moves,
             "level_name": level.name,
             "state_key": board.state_key(),
-            "distance_to_goal": None if plan is None else len(plan),
+            "distance_to_goal": self._distance(board),
         }
 
     def _step_info(
