@@ -119,6 +119,9 @@ class MoveCreditConfig:
     # true: the step's mean A* over its moves is subtracted first (a baseline: the better than average moves of the
     # step gain, the rest lose); false: A* as it is, never positive (0 for an optimal move)
     center: bool = False
+    # true: a turn that stops before env.max_actions_per_turn moves, at a solvable position d > 0 moves from the goal,
+    # gets -min(moves left, d) on its tokens after its last move (the moves it gave up); false: stopping is free
+    stop: bool = False
 
 
 @dataclass
@@ -157,6 +160,11 @@ class AlgoConfig:
     reuse_check_rows: int = 2
     reuse_max_mismatch: float = 1e-3  # the largest |engine - learner| logprob (and value) on a checked sampled token
     filter_groups: float = 1.0  # keep this fraction of groups, those with the largest reward std (RAGEN); 1: all
+    # Each token's final advantage scaled by its sign (after every credit term): the positive ones by positive_weight,
+    # the negative ones by negative_weight. 0 for the negatives: learn only from what went better than expected
+    # (positive sample reinforcement); 0 for the positives: only from what went worse. 1 and 1: unchanged.
+    positive_weight: float = 1.0
+    negative_weight: float = 1.0
     # Credit from the env's exact state (info["state_key"], info["distance_to_goal"]); any estimator.
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     step_groups: StepGroupsConfig = field(default_factory=StepGroupsConfig)
@@ -501,6 +509,12 @@ def _check_algo(config: TrainConfig) -> None:
     _require(algo.tis.cap > 1, f"algo.tis.cap must be > 1, got {algo.tis.cap}")
     _require(algo.tis.min_mismatch >= 0, f"algo.tis.min_mismatch must be >= 0, got {algo.tis.min_mismatch}")
     _require(0 < algo.filter_groups <= 1, f"algo.filter_groups is a fraction in (0, 1], got {algo.filter_groups}")
+    signs = (algo.positive_weight, algo.negative_weight)
+    _require(
+        min(signs) >= 0 and max(signs) > 0,
+        f"algo.positive_weight and algo.negative_weight scale the advantages by their sign: each must be >= 0 and one "
+        f"> 0 (1 and 1: unchanged), got {signs[0]:g} and {signs[1]:g}",
+    )
     _require(
         algo.filter_groups == 1 or algo.group_size >= 2,
         f"algo.filter_groups={algo.filter_groups} keeps the groups whose returns vary most, and a group of one "
@@ -546,6 +560,11 @@ def _check_state_credit(algo: AlgoConfig, estimator: Estimator) -> None:
     _require(steps.weight >= 0, f"algo.step_groups.weight must be >= 0 (0: off), got {steps.weight}")
     moves = algo.move_credit.weight
     _require(moves >= 0, f"algo.move_credit.weight must be >= 0 (0: off), got {moves}")
+    _require(
+        not algo.move_credit.stop or moves > 0,
+        "algo.move_credit.stop charges a turn's stop as a move credit, which is off: set algo.move_credit.weight > 0 "
+        "(0.25 in the documented runs), or algo.move_credit.stop=false",
+    )
     _require(0 <= steps.gamma <= 1, f"algo.step_groups.gamma must be in [0, 1], got {steps.gamma}")
     check_choice("algo.step_groups.key", steps.key, STEP_GROUP_KEYS)
     _require(

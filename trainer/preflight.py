@@ -141,6 +141,11 @@ def _check_move_info(config: TrainConfig, env: Any) -> None:
             "algo.move_credit needs: set algo.move_credit.weight=0, or use an env that reports each move "
             "(sokoban, frozenlake)"
         )
+    if config.algo.move_credit.stop and not isinstance(config.env.get("max_actions_per_turn"), int):
+        raise UsageError(
+            f"env={env_id} has no integer env.max_actions_per_turn, the move limit a turn that algo.move_credit.stop "
+            "charges the unmade moves against: set env.max_actions_per_turn, or algo.move_credit.stop=false"
+        )
 
 
 def _check_agent(config: TrainConfig) -> None:

@@ -208,7 +208,10 @@ async def train_loop(config: TrainConfig, c: Components) -> None:
                 on_policy = all(t.policy_version == version for t in trajectories)
                 metrics.update(await score_batch(batch, c.learner, config, on_policy=on_policy))
                 await peaks.read("score")
-                metrics.update(estimate_advantages(batch, trajectories, config.algo, step=step))
+                moves_per_turn = config.env.get("max_actions_per_turn")
+                metrics.update(
+                    estimate_advantages(batch, trajectories, config.algo, step=step, moves_per_turn=moves_per_turn)
+                )
                 generator = torch.Generator().manual_seed(update_shuffle_seed(config.trainer.seed, step))
                 update_started = time.perf_counter()
                 metrics.update(await update(batch, c.learner, config, generator))

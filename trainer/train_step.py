@@ -46,6 +46,7 @@ from trainer.algos import (
     logprob_mismatch,
     masked_mean,
     place_turn_rewards,
+    sign_weighted,
     success_signal,
     tis_level_for_step,
     truncated_is_weights,
@@ -297,11 +298,18 @@ def _mismatch(recomputed: Tensor, batch: TrainBatch) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------------------------- advantages
 def estimate_advantages(
-    batch: TrainBatch, trajectories: Sequence[Trajectory], algo: AlgoConfig, *, step: int = 1
+    batch: TrainBatch,
+    trajectories: Sequence[Trajectory],
+    algo: AlgoConfig,
+    *,
+    step: int = 1,
+    moves_per_turn: int | None = None,
 ) -> dict[str, float]:
     """Fill ``batch.advantages`` (and ``batch.returns`` for the critic); return the metrics.
 
     ``step`` is the training step (1-based); it sets a fading shaping coefficient (``algo.shaping.fade_steps``).
+    ``moves_per_turn``: the env's move limit a turn (``env.max_actions_per_turn``), which a charged stop
+    (``algo.move_credit.stop``) needs.
 
     Episode scores are the sum of the turn rewards the trajectory carries (its return); with
     ``algo.kl_in_reward`` the per-token KL penalty is subtracted from the token rewards and so from
@@ -329,12 +337,23 @@ def estimate_advantages(
         metrics.update(step_metrics)
         metrics["advantage/step_abs_mean"] = float(masked_mean((algo.step_groups.weight * step_term).abs(), mask))
     if algo.move_credit.weight > 0:
+        if algo.move_credit.stop and moves_per_turn is None:
+            raise ValueError("algo.move_credit.stop charges the moves a turn gave up: pass moves_per_turn")
         move_term, move_metrics = _move_term(
-            trajectories, mask, algo.shaping.unsolvable_distance, center=algo.move_credit.center
+            trajectories,
+            mask,
+            algo.shaping.unsolvable_distance,
+            center=algo.move_credit.center,
+            moves_per_turn=moves_per_turn if algo.move_credit.stop else None,
         )
         batch.advantages = batch.advantages + algo.move_credit.weight * move_term
         metrics.update(move_metrics)
         metrics["advantage/move_abs_mean"] = float(masked_mean((algo.move_credit.weight * move_term).abs(), mask))
+    if algo.positive_weight != 1 or algo.negative_weight != 1:
+        absolute = (batch.advantages.abs() * mask).sum()
+        negative = (batch.advantages.clamp(max=0).abs() * mask).sum()
+        metrics["advantage/negative_share"] = float(negative / absolute) if absolute > 0 else 0.0
+        batch.advantages = sign_weighted(batch.advantages, algo.positive_weight, algo.negative_weight)
     metrics["advantage/mean"] = float(masked_mean(batch.advantages, mask))
     metrics["advantage/abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     metrics.update({f"groups/{k}": float(v) for k, v in group_statistics(scores, group_index).items()})
@@ -425,14 +444,20 @@ def _step_group_term(
 
 
 def _move_term(
-    trajectories: Sequence[Trajectory], mask: Tensor, unsolvable_distance: float, *, center: bool = False
+    trajectories: Sequence[Trajectory],
+    mask: Tensor,
+    unsolvable_distance: float,
+    *,
+    center: bool = False,
+    moves_per_turn: int | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Each move's optimal advantage on the tokens that wrote it ``[B, L]`` (before the weight), and its metrics:
     the share of turns whose moves were placed on their tokens, and of the moves the optimal and the losing ones.
-    ``center``: the mean over the step's moves is subtracted from each. A trajectory without per-move information
-    gets none of it."""
-    values, ends, starts = [], [], []
-    optimal = lost = moves = placed = turns = 0
+    ``center``: the mean over the step's moves is subtracted from each. ``moves_per_turn``: a turn's stop is charged
+    too (:func:`trainer.algos.credit.stop_advantage`, not centred), on its tokens after its last move. A trajectory
+    without per-move information gets none of it."""
+    values, ends, starts, stops = [], [], [], []
+    optimal = lost = moves = placed = turns = charged = 0
     for t in trajectories:
         offset, count = len(t.prompt_ids), len(t.turn_rewards)
         move_distances = t.turn_move_distances or [[] for _ in range(count)]
@@ -450,6 +475,14 @@ def _move_term(
         values.append(row)
         ends.append([[offset + i for i in turn] for turn in move_ends])
         starts.append([offset + (t.turn_end_indices[k - 1] + 1 if k else 0) for k in range(count)])
+        row_stops = []
+        for k, (turn, after) in enumerate(zip(row, move_distances, strict=True)):
+            # a turn with no move placed is not charged: an invalid one pays the format penalty, and one whose moves
+            # could not be placed on its tokens did not stop where its tokens say
+            stop = credit.stop_advantage(len(turn), after[-1], moves_per_turn) if moves_per_turn and turn else 0.0
+            charged += stop < 0
+            row_stops.append((stop, offset + t.turn_end_indices[k]))
+        stops.append(row_stops)
     if center and moves:
         mean = sum(v for row in values for turn in row for v in turn) / moves
         values = [[[v - mean for v in turn] for turn in row] for row in values]
@@ -458,7 +491,9 @@ def _move_term(
         "credit/move_optimal_fraction": optimal / moves if moves else 0.0,
         "credit/move_lost_fraction": lost / moves if moves else 0.0,
     }
-    return credit.move_values_to_tokens(values, ends, starts, mask), metrics
+    if moves_per_turn is not None:
+        metrics["credit/move_stop_charged_turn_fraction"] = charged / turns if turns else 0.0
+    return credit.move_values_to_tokens(values, ends, starts, mask, stops), metrics
 
 
 def _turn_group_keys(trajectory: Trajectory, key: str) -> list[Hashable | None]:

@@ -226,3 +226,56 @@ def test_centred_move_credit_subtracts_the_steps_mean_move_advantage():
     # the episode level's +-0.5
     assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([2.1, 2.6, 2.6])
     assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([1.1, 1.1, -7.9])
+
+
+def test_sign_weights_scale_the_final_advantages_by_their_sign():
+    moved = [
+        with_moves(TRAJECTORIES[0], [[0, 1], [4]], [[2, 1], [0]]),
+        with_moves(TRAJECTORIES[1], [[1], [4]], [[2], [None]]),
+    ]
+    moves = MoveCreditConfig(weight=0.5)
+    shaping = ShapingConfig(unsolvable_distance=20)
+    # without the weights (the move credit's test above): [0, 0.5, 0.5] and [-1, -1, -10]; |A| sums to 13, of
+    # which 12 is negative
+    algo = group_algo("grpo", move_credit=moves, shaping=shaping, negative_weight=0.0)
+    batch = build_batch(moved, pad_id=0)
+    metrics = estimate_advantages(batch, moved, algo)
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.0, 0.5, 0.5])
+    assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([0.0, 0.0, 0.0])
+    assert metrics["advantage/negative_share"] == pytest.approx(12 / 13)
+    algo = group_algo("grpo", move_credit=moves, shaping=shaping, positive_weight=0.0, negative_weight=0.1)
+    batch = build_batch(moved, pad_id=0)
+    estimate_advantages(batch, moved, algo)
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.0, 0.0, 0.0])
+    assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([-0.1, -0.1, -1.0])
+    # at 1 and 1 nothing changes and nothing is logged
+    batch = build_batch(moved, pad_id=0)
+    metrics = estimate_advantages(batch, moved, group_algo("grpo", move_credit=moves, shaping=shaping))
+    assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([-1.0, -1.0, -10.0])
+    assert "advantage/negative_share" not in metrics
+
+
+def test_a_charged_stop_costs_a_turn_the_moves_it_did_not_make():
+    moved = [
+        # episode 1, turn 0 from 2: one move (column 2) to 1, then it stops (column 3) with a move left: -min(1, 1);
+        # turn 1: one move to 0, solved: no charge
+        with_moves(TRAJECTORIES[0], [[0], [4]], [[1], [0]]),
+        # episode 2, turn 0 from 2: one move to 2 (column 2, -1), stops at 2 with a move left: -min(1, 2) = -1;
+        # turn 1: the move loses the level (-19): a lost position is not charged for stopping
+        with_moves(TRAJECTORIES[1], [[0], [4]], [[2], [None]]),
+    ]
+    moves = MoveCreditConfig(weight=0.5, stop=True)
+    algo = group_algo("grpo", move_credit=moves, shaping=ShapingConfig(unsolvable_distance=20))
+    batch = build_batch(moved, pad_id=0)
+    metrics = estimate_advantages(batch, moved, algo, moves_per_turn=2)
+    # episode level +-0.5 plus 0.5 x the move and stop values
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.5, 0.0, 0.5])
+    assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([-1.0, -1.0, -10.0])
+    assert metrics["credit/move_stop_charged_turn_fraction"] == pytest.approx(2 / 4)
+    # one move a turn allowed: every turn is full, nothing charged (the stop tokens as without the charge)
+    batch = build_batch(moved, pad_id=0)
+    metrics = estimate_advantages(batch, moved, algo, moves_per_turn=1)
+    assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx([0.5, 0.5, 0.5])
+    assert metrics["credit/move_stop_charged_turn_fraction"] == 0.0
+    with pytest.raises(ValueError, match="pass moves_per_turn"):
+        estimate_advantages(build_batch(moved, pad_id=0), moved, algo)

@@ -26,7 +26,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def register_no_backend() -> None:
-    """An environment whose constructor fails as the code environment does without a sandbox backend."""
+    """An environment whose constructor fails as the code environment does without a sandbox backend, and Sokoban
+    registered under an id of its own."""
     from envs.sokoban import SokobanEnv
 
     class NoSandboxEnv(SokobanEnv):
@@ -35,6 +36,8 @@ def register_no_backend() -> None:
 
     with contextlib.suppress(ValueError):
         envs.register("no-sandbox-test", NoSandboxEnv)
+    with contextlib.suppress(ValueError):  # Sokoban under an id with no config file: no env.max_actions_per_turn
+        envs.register("sokoban-bare-test", SokobanEnv)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -71,6 +74,10 @@ def config_for(tmp_path: Path, *overrides: str):
         (
             ["env=frozenlake", "env.is_slippery=true", "algo.move_credit.weight=1"],
             "env=frozenlake has random move outcomes here (stochastic_dynamics), and algo.move_credit would charge",
+        ),
+        (
+            ["env=sokoban-bare-test", "algo.move_credit.weight=1", "algo.move_credit.stop=true"],
+            "env=sokoban-bare-test has no integer env.max_actions_per_turn, the move limit a turn that algo.move_",
         ),
         (["env=toolcall", "curriculum=adaptive"], "env=toolcall has no difficulty_range, which curriculum=adaptive"),
         (

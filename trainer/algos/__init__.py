@@ -14,6 +14,7 @@ from trainer.algos.advantages import (
     reinforce_pp_advantages,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    sign_weighted,
     success_signal,
 )
 from trainer.algos.chunked_logits import chunked_token_logprobs
@@ -91,6 +92,7 @@ __all__ = [
     "rloo_advantages",
     "select_groups_by_std",
     "sft_loss",
+    "sign_weighted",
     "success_signal",
     "tis_level_for_step",
     "token_logprobs",

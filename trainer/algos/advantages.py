@@ -41,8 +41,21 @@ __all__ = [
     "reinforce_pp_advantages",
     "reinforce_pp_baseline_advantages",
     "rloo_advantages",
+    "sign_weighted",
     "success_signal",
 ]
+
+
+def sign_weighted(advantages: Tensor, positive: float, negative: float) -> Tensor:
+    """``advantages`` with each value scaled by its sign's weight: ``positive * A`` where ``A > 0``,
+    ``negative * A`` where ``A < 0`` (0 stays 0).
+
+    ``negative=0`` keeps only the tokens that did better than expected (positive sample reinforcement: their
+    likelihood rises and nothing is pushed down); ``positive=0`` only those that did worse; a small weight on one side
+    (0.1, say) is the weighted form that Zhu et al. (2025, "The Surprising Effectiveness of Negative Reinforcement in
+    LLM Reasoning") study.
+    """
+    return torch.where(advantages > 0, advantages * positive, advantages * negative)
 
 
 def place_turn_rewards(

@@ -46,7 +46,12 @@ credit, both pure functions over per-turn values:
   included, and it blames the one move of a turn that lost the level instead of the turn's every move. It is
   never positive, and it is maximal exactly for the optimal policy, so ascending it moves the policy toward the
   optimal moves from the positions the policy itself reaches. Tokens of a turn outside its moves (a stop token,
-  tags) get none of it.
+  tags) get none of it, unless the stop is charged (``algo.move_credit.stop``): a turn that ends after ``k`` of its
+  ``m`` allowed moves, at a solvable position ``d > 0`` moves from the goal, gave up ``min(m - k, d)`` moves the
+  optimal policy would have made, so its tokens after its last move (where it chose to stop) get
+  ``-min(m - k, d)`` (:func:`stop_advantage`): the progress the rest of an optimal turn would have made. For a turn
+  of optimal moves that is exactly its shortfall against the optimal turn, ``min(m, d_start) - (d_start - d_end)``,
+  which the moves' own advantages (all 0) leave uncharged: without it, stopping early is never worse than moving.
 
 Shapes: ``B`` trajectories, ``T`` token columns, ``N`` turns of the whole batch.
 """
@@ -181,18 +186,29 @@ def move_advantages(
     return advantages
 
 
+def stop_advantage(moves_made: int, distance_after: int | None, moves_per_turn: int) -> float:
+    """The optimal advantage of a turn's stop (module docstring): ``-min(moves_per_turn - moves_made, d)`` when the
+    turn ended short of its move limit at a solvable position ``d > 0`` moves from the goal, else 0 (a full turn, a
+    solved level, a lost or unknown position)."""
+    if distance_after is None or distance_after <= 0 or moves_made >= moves_per_turn:
+        return 0.0
+    return -float(min(moves_per_turn - moves_made, distance_after))
+
+
 def move_values_to_tokens(
     values: Sequence[Sequence[Sequence[float]]],
     move_end_columns: Sequence[Sequence[Sequence[int]]],
     turn_start_columns: Sequence[Sequence[int]],
     mask: Tensor,
+    stops: Sequence[Sequence[tuple[float, int]]] | None = None,
 ) -> Tensor:
     """Per-move values on each move's sampled tokens ``[B, T]``.
 
     Indexed ``[row][turn][move]``: turn ``k`` of row ``b`` starts at column ``turn_start_columns[b][k]`` (its
     first sampled token), and its move ``m`` owns the columns ``(end_{m-1}, end_m]``, ``end_m =
     move_end_columns[b][k][m]`` (``end_{-1}`` the column before the turn's start). Columns after a turn's last
-    move, and every mask-0 column, get 0.
+    move get 0, or with ``stops`` (``[row][turn]`` pairs of a value and the turn's last column) that value up to
+    that column; every mask-0 column gets 0.
     """
     if mask.dim() != 2 or not (len(values) == len(move_end_columns) == len(turn_start_columns) == mask.shape[0]):
         raise ValueError(f"expected one list of turns per row of mask {tuple(mask.shape)}")
@@ -204,10 +220,14 @@ def move_values_to_tokens(
             raise ValueError(
                 f"row {b}: {len(row_values)} turns of values, {len(row_ends)} of ends, {len(row_starts)} starts"
             )
-        for turn_values, ends, start in zip(row_values, row_ends, row_starts, strict=True):
+        row_stops = stops[b] if stops is not None else [(0.0, -1)] * len(row_values)
+        if len(row_stops) != len(row_values):
+            raise ValueError(f"row {b}: {len(row_values)} turns of values but {len(row_stops)} stops")
+        for turn_values, ends, start, (stop, last) in zip(row_values, row_ends, row_starts, row_stops, strict=True):
             if len(turn_values) != len(ends):
                 raise ValueError(f"row {b}: {len(turn_values)} move values but {len(ends)} move ends")
             for value, end in zip(turn_values, ends, strict=True):
                 out[b, int(start) : int(end) + 1] = float(value)
                 start = int(end) + 1
+            out[b, int(start) : int(last) + 1] = float(stop)
     return out * as_float_mask(mask, out)

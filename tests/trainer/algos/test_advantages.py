@@ -14,6 +14,7 @@ from trainer.algos import (
     place_turn_rewards,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    sign_weighted,
     success_signal,
 )
 
@@ -138,3 +139,12 @@ def test_reinforce_pp_baseline_by_hand():
     advantages = reinforce_pp_baseline_advantages(scores, torch.tensor([0, 0, 1]), mask)
     for row, want in zip(advantages.tolist(), expected, strict=True):
         assert row == pytest.approx(want, rel=1e-5)
+
+
+def test_sign_weights_scale_each_advantage_by_its_own_sign():
+    advantages = torch.tensor([[1.5, -2.0, 0.0], [-0.25, 4.0, -1.0]])
+    assert sign_weighted(advantages, 1.0, 0.0).tolist() == [[1.5, 0.0, 0.0], [0.0, 4.0, 0.0]]
+    assert sign_weighted(advantages, 0.0, 1.0).tolist() == [[0.0, -2.0, 0.0], [-0.25, 0.0, -1.0]]
+    weighted = sign_weighted(advantages, 0.1, 1.0)
+    assert weighted.flatten().tolist() == pytest.approx([0.15, -2.0, 0.0, -0.25, 0.4, -1.0])
+    assert torch.equal(sign_weighted(advantages, 1.0, 1.0), advantages)

@@ -15,6 +15,7 @@ from trainer.algos.credit import (
     progress_potential,
     progress_shaping,
     step_group_advantages,
+    stop_advantage,
     turn_returns,
     turn_values_to_tokens,
 )
@@ -128,3 +129,37 @@ def test_move_values_land_on_the_tokens_that_wrote_each_move():
     assert out[1].abs().sum() == 0
     with pytest.raises(ValueError, match="move values"):
         move_values_to_tokens([[[-1.0]]], [[[3, 5]]], [[2]], mask[:1])
+
+
+def test_a_turn_that_stops_short_is_charged_the_progress_it_gave_up():
+    # 5 moves allowed: 2 made, 4 from the goal -> the 3 unmade moves would have reached 1: -3; 1 from the goal: -1
+    assert stop_advantage(2, 4, 5) == -3.0 and stop_advantage(2, 1, 5) == -1.0
+    # a full turn, a solved level, a lost position: nothing to charge
+    assert (
+        stop_advantage(5, 4, 5)
+        == stop_advantage(7, 4, 5)
+        == stop_advantage(2, 0, 5)
+        == stop_advantage(2, None, 5)
+        == 0
+    )
+
+
+@given(st.integers(1, 15), st.integers(0, 5), st.integers(1, 5))
+def test_optimal_moves_and_their_stop_sum_to_the_turns_shortfall(start, made, limit):
+    # a turn of optimal moves (each lowers the distance by one) that stops after `made` of `limit`
+    made = min(made, limit, start)
+    after = [start - i - 1 for i in range(made)]
+    end = after[-1] if after else start
+    total = sum(move_advantages(start, after, unsolvable_distance=20)) + stop_advantage(made, end, limit)
+    assert total == -(min(limit, start) - (start - end))
+
+
+def test_a_charged_stop_lands_on_the_turns_tokens_after_its_last_move():
+    # the row of the test above: turn 0's stop (column 6, after the move ending at 5) charged -2, up to its last
+    # column 6; turn 1 ends on its move (column 10): a stop there owns no column
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1]])
+    stops = [[(-2.0, 6), (-4.0, 10)]]
+    out = move_values_to_tokens([[[-1.0, -2.0], [-3.0]]], [[[3, 5], [10]]], [[2, 9]], mask, stops)
+    assert out[0].tolist() == [0, 0, -1, -1, -2, -2, -2, 0, 0, -3, -3]
+    with pytest.raises(ValueError, match="stops"):
+        move_values_to_tokens([[[-1.0, -2.0], [-3.0]]], [[[3, 5], [10]]], [[2, 9]], mask, [[(-2.0, 6)]])
