@@ -94,12 +94,16 @@ def per_seed_success(path: Path) -> dict[int, float]:
 
 def outcomes(path: Path) -> dict:
     """How the held-out episodes in ``path`` ended, where the env reports the solver's distance: success per
-    difficulty bucket (``[bucket, rate, episodes]``) and the failures left with no solution or still solvable."""
-    summary = summarize(list(read_trajectories(path)))
+    difficulty bucket (``[bucket, rate, episodes]``) and the failures left with no solution or still solvable; where
+    it reports each move, the moves a turn made (over the turns of those episodes)."""
+    trajectories = list(read_trajectories(path))
+    summary = summarize(trajectories)
+    turns = [turn for t in trajectories for turn in t.turn_move_distances]
     return {
         "by_difficulty": [list(bucket) for bucket in summary.by_difficulty],
         "failed_lost": summary.failed_lost,
         "failed_solvable": summary.failed_solvable,
+        "moves_per_turn": sum(map(len, turns)) / len(turns) if turns else None,
     }
 
 

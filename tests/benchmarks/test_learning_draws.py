@@ -212,18 +212,19 @@ def test_every_kept_checkpoint_is_judged_and_a_read_back_draw_gets_its_curve(tmp
 
 
 def test_outcomes_count_the_failures_left_without_a_solution_and_the_successes_per_difficulty(tmp_path: Path) -> None:
-    def episode(seed: int, start: int, after: list[int | None], success: bool) -> dict:
+    def episode(seed: int, start: int, after: list[int | None], success: bool, moves=()) -> dict:
         turns = len(after)
         return {
             **_episode(seed), "success": success, "initial_distance": start, "turn_rewards": [0.0] * turns,
             "turn_state_keys": ["k"] * turns, "turn_distances_before": [start] * turns, "turn_distances_after": after,
+            "turn_move_distances": list(moves),
         }  # fmt: skip
 
     rows = [
-        episode(0, 2, [0], True),  # solved, 1-3 moves
-        episode(1, 3, [2, None], False),  # a box pushed where it can never reach its target: lost
-        episode(2, 5, [4, 3, 3], False),  # out of turns, still solvable
-        episode(3, 8, [None, None, None], False),  # lost
+        episode(0, 2, [0], True, [[1, 0]]),  # solved, 1-3 moves
+        episode(1, 3, [2, None], False, [[2], [None]]),  # a box pushed where it can never reach its target: lost
+        episode(2, 5, [4, 3, 3], False, [[4], [3], [3, 3]]),  # out of turns, still solvable
+        episode(3, 8, [None, None, None], False),  # lost; no per-move record: its turns are not counted
     ]
     path = tmp_path / "held_out.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -231,6 +232,12 @@ def test_outcomes_count_the_failures_left_without_a_solution_and_the_successes_p
         "by_difficulty": [["1-3", 0.5, 2], ["4-6", 0.0, 1], ["7-9", 0.0, 1]],
         "failed_lost": 2,
         "failed_solvable": 1,
+        "moves_per_turn": 8 / 6,  # 2 + 1 + 1 + 1 + 1 + 2 moves over 6 turns
     }
     path.write_text(json.dumps(_episode(9)) + "\n")  # an env without a solver: nothing to count
-    assert learning_draws.outcomes(path) == {"by_difficulty": [], "failed_lost": None, "failed_solvable": None}
+    assert learning_draws.outcomes(path) == {
+        "by_difficulty": [],
+        "failed_lost": None,
+        "failed_solvable": None,
+        "moves_per_turn": None,
+    }
