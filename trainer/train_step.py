@@ -463,26 +463,25 @@ def _move_term(
         move_distances = t.turn_move_distances or [[] for _ in range(count)]
         move_ends = t.turn_move_end_indices or [[] for _ in range(count)]
         before = t.turn_distances_before if t.has_state_info else [None] * count
-        row = []
-        for start, after in zip(before, move_distances, strict=True):
+        row, row_stops = [], []
+        for start, after, last in zip(before, move_distances, t.turn_end_indices, strict=True):
             turn = credit.move_advantages(start, after, unsolvable_distance=unsolvable_distance)
             row.append(turn)
             optimal += sum(v == 0 and d is not None for v, d in zip(turn, after, strict=True))
             lost += sum(v < 0 and d is None for v, d in zip(turn, after, strict=True))
             moves += len(turn)
             placed += bool(turn)
-        turns += count
-        values.append(row)
-        ends.append([[offset + i for i in turn] for turn in move_ends])
-        starts.append([offset + (t.turn_end_indices[k - 1] + 1 if k else 0) for k in range(count)])
-        row_stops = []
-        for k, (turn, after) in enumerate(zip(row, move_distances, strict=True)):
             # a turn with no move placed is not charged: an invalid one pays the format penalty, and one whose moves
             # could not be placed on its tokens did not stop where its tokens say
-            stop = credit.stop_advantage(len(turn), after[-1], moves_per_turn) if moves_per_turn and turn else 0.0
+            charge = moves_per_turn is not None and bool(turn)
+            stop = credit.stop_advantage(len(turn), after[-1], moves_per_turn) if charge else 0.0
             charged += stop < 0
-            row_stops.append((stop, offset + t.turn_end_indices[k]))
+            row_stops.append((stop, offset + last))
+        turns += count
+        values.append(row)
         stops.append(row_stops)
+        ends.append([[offset + i for i in turn] for turn in move_ends])
+        starts.append([offset + (t.turn_end_indices[k - 1] + 1 if k else 0) for k in range(count)])
     if center and moves:
         mean = sum(v for row in values for turn in row for v in turn) / moves
         values = [[[v - mean for v in turn] for turn in row] for row in values]

@@ -220,14 +220,16 @@ def move_values_to_tokens(
             raise ValueError(
                 f"row {b}: {len(row_values)} turns of values, {len(row_ends)} of ends, {len(row_starts)} starts"
             )
-        row_stops = stops[b] if stops is not None else [(0.0, -1)] * len(row_values)
+        row_stops = stops[b] if stops is not None else [None] * len(row_values)
         if len(row_stops) != len(row_values):
             raise ValueError(f"row {b}: {len(row_values)} turns of values but {len(row_stops)} stops")
-        for turn_values, ends, start, (stop, last) in zip(row_values, row_ends, row_starts, row_stops, strict=True):
+        for turn_values, ends, start, stop in zip(row_values, row_ends, row_starts, row_stops, strict=True):
             if len(turn_values) != len(ends):
                 raise ValueError(f"row {b}: {len(turn_values)} move values but {len(ends)} move ends")
             for value, end in zip(turn_values, ends, strict=True):
                 out[b, int(start) : int(end) + 1] = float(value)
                 start = int(end) + 1
-            out[b, int(start) : int(last) + 1] = float(stop)
+            if stop is not None:  # the columns after the turn's last move, up to its last one
+                value, last = stop
+                out[b, int(start) : int(last) + 1] = float(value)
     return out * as_float_mask(mask, out)
