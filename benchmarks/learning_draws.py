@@ -24,13 +24,17 @@ What one run of the main command cannot say: how much of RL's gain is the draw o
 Resuming: with ``--out`` naming a folder of an earlier run with the same settings (the same warm-up policy,
 evaluation, algorithm and overrides, recorded in ``<out>/settings.json``), the warm-up's evaluation and every
 finished draw (``<out>/draw_<seed>/draw.json``) are read back instead of run again, so a table can be
-assembled from several sessions; other settings in that folder are an error, not a silent mix.
+assembled from several sessions; other settings in that folder are an error, not a silent mix. A draw whose RL
+phase ran to its end but whose evaluations were stopped is not trained again: the evaluations it finished (every
+episode written) are read back, the others run again, and its wall time and memory are recorded as unknown.
 
 Draws at once: ``--jobs 2`` runs two draws side by side, each its own ``trainer.run`` (and Ray cluster) and its
 own evaluation. A run on this 2-core CPU leaves a core idle much of the time (the engine waits on environments,
 the driver on the engine), so two at a time finish sooner than one after the other, but each draw's
 ``rl_wall_s`` then counts the time it shared the machine: compare wall times only between runs of the same
-``jobs`` (recorded in the JSON). The draws' results do not depend on it: their seeds fix what each plays.
+``jobs`` (recorded in the JSON). The draws' results do not depend on it: their seeds fix what each plays. Their
+evaluations get the cores shared out (``OMP_NUM_THREADS``, ``eval_threads`` in the JSON): two of torch's default
+two threads each on two cores made one of 256 episodes take 25 minutes rather than about 4.
 
 Comparing two methods: ``--against <folder>`` pairs each draw with the draw of the same training seed in another
 folder made from the same warm-up policy and evaluation (``against`` in the JSON): per held-out seed, success here
@@ -50,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -59,6 +64,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from learning_run import TreeMemory
+from omegaconf import OmegaConf
 
 from agents.eval import summarize
 from agents.trajectory import read_trajectories
@@ -107,8 +113,16 @@ def outcomes(path: Path) -> dict:
     }
 
 
-def evaluate(policy: Path, args: argparse.Namespace, out: Path) -> dict[int, float]:
-    """``agents.eval`` of ``policy`` on the held-out seeds; per-seed success."""
+def eval_threads(args: argparse.Namespace) -> int | None:
+    """Torch threads for an evaluation beside other draws: the cores shared out between the ``--jobs``, so that the
+    processes' threads do not outnumber the cores (oversubscribed, each waits on threads that are not running);
+    ``None`` alone: torch's own default."""
+    return None if args.jobs == 1 else max(1, (os.cpu_count() or 1) // args.jobs)
+
+
+def evaluate(policy: Path, args: argparse.Namespace, out: Path, *, threads: int | None = None) -> dict[int, float]:
+    """``agents.eval`` of ``policy`` on the held-out seeds, with ``threads`` torch threads (``None``: torch's
+    default); per-seed success."""
     command = [
         sys.executable, "-m", "agents.eval", f"env={args.env_id}", *args.env, "agent=hf", f"model={policy}",
         f"episodes={args.eval_episodes}", f"seed={args.eval_seed}", f"temperature={args.temperature}",
@@ -117,8 +131,31 @@ def evaluate(policy: Path, args: argparse.Namespace, out: Path) -> dict[int, flo
     ]  # fmt: skip
     if args.sampling_seed is not None:  # the same random numbers for every policy (closer pairs; see agents.eval)
         command.append(f"sampling_seed={args.sampling_seed}")
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    environment = None if threads is None else {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    subprocess.run(command, check=True, capture_output=True, text=True, env=environment)
     return per_seed_success(out)
+
+
+def evaluated(policy: Path, args: argparse.Namespace, out: Path, *, threads: int | None = None) -> dict[int, float]:
+    """The per-seed success in ``out`` when it holds every one of the ``--eval-episodes`` episodes; otherwise (no
+    file, or an evaluation stopped part-way: fewer episodes, or a line cut short) ``policy`` evaluated into it."""
+    if out.exists():
+        try:
+            found = per_seed_success(out)
+        except ValueError:  # a line cut short
+            found = {}
+        if len(found) == args.eval_episodes:
+            return found
+    return evaluate(policy, args, out, threads=threads)
+
+
+def trained(run_dir: Path) -> bool:
+    """Whether the RL phase in ``run_dir`` ran to its end: the checkpoint of its last step is complete."""
+    config = run_dir / "config.yaml"
+    if not config.is_file():
+        return False
+    steps = OmegaConf.load(config).trainer.total_steps
+    return (run_dir / "checkpoints" / f"step_{steps:06d}" / "COMPLETE").is_file()
 
 
 def run_timed(command: list[str]) -> tuple[float, TreeMemory]:
@@ -209,10 +246,15 @@ def run_draw(
         f"model={policy}", *model, "sft.warmup=false", "evaluation.enabled=false", f"trainer.seed={seed}",
         f"trainer.run_dir={run_dir}", "trainer.progress=false", *episode_limits(args), *args.overrides,
     ]  # fmt: skip
-    wall_s, memory = run_timed(command)
+    if trained(run_dir):  # an earlier run trained this draw and was stopped before its evaluations were all done
+        print(f"draw {seed}: trained before, judged now (its wall time and memory were not recorded)", flush=True)
+        wall_s, peak_pss_gib = None, None
+    else:
+        wall_s, memory = run_timed(command)
+        peak_pss_gib = memory.peak_pss / 2**30
     final = sorted((run_dir / "checkpoints").glob("step_*"))[-1] / "policy"
-    after = evaluate(final, args, run_dir / "held_out.jsonl")
-    draw = {"seed": seed, "rl_wall_s": wall_s, "peak_pss_gib": memory.peak_pss / 2**30, **judged(after, warm)}
+    after = evaluated(final, args, run_dir / "held_out.jsonl", threads=eval_threads(args))
+    draw = {"seed": seed, "rl_wall_s": wall_s, "peak_pss_gib": peak_pss_gib, **judged(after, warm)}
     draw["outcomes"] = outcomes(run_dir / "held_out.jsonl")
     if args.checkpoints:
         draw["by_step"] = checkpoint_curve(run_dir, warm, args)
@@ -233,13 +275,13 @@ def judged(after: dict[int, float], warm: dict[int, float]) -> dict:
 def checkpoint_curve(run_dir: Path, warm: dict[int, float], args: argparse.Namespace) -> list[dict]:
     """Every checkpoint ``run_dir`` kept, judged on the held-out seeds as the final policy is: ``step``, success
     and gain over the warm-up; the last checkpoint's episodes are ``held_out.jsonl``, the others'
-    ``held_out_step_<n>.jsonl`` (read back when there)."""
+    ``held_out_step_<n>.jsonl`` (read back when complete)."""
     checkpoints = sorted((run_dir / "checkpoints").glob("step_*"))
     curve = []
     for checkpoint in checkpoints:
         step = int(checkpoint.name.removeprefix("step_"))
         path = run_dir / ("held_out.jsonl" if checkpoint == checkpoints[-1] else f"held_out_step_{step}.jsonl")
-        after = per_seed_success(path) if path.exists() else evaluate(checkpoint / "policy", args, path)
+        after = evaluated(checkpoint / "policy", args, path, threads=eval_threads(args))
         curve.append({"step": step, **judged(after, warm), "outcomes": outcomes(path)})
     return curve
 
@@ -304,7 +346,7 @@ def main() -> None:
     report["warmup_policy"] = str(policy)
     resumable = args.warmup is not None and same_settings(out, args, policy)
     warm_path = out / "warmup_eval.jsonl"
-    warm = per_seed_success(warm_path) if resumable and warm_path.exists() else evaluate(policy, args, warm_path)
+    warm = evaluated(policy, args, warm_path) if resumable else evaluate(policy, args, warm_path)
     report["warmup_success"] = interval(list(warm.values()))
     report["warmup_outcomes"] = outcomes(warm_path)
     seeds = args.seeds or [args.first_seed + k * args.seed_stride for k in range(args.draws)]
@@ -326,15 +368,17 @@ def main() -> None:
         finished = pool.map(lambda seed: run_draw(seed, policy, model, warm, args, out), pending)
         draws.update(zip(pending, finished, strict=True))
     report["draws"] = [draws[seed] for seed in seeds]
-    report["jobs"] = args.jobs
+    report["jobs"], report["eval_threads"] = args.jobs, eval_threads(args)
     gains = [d["rl_minus_warmup"]["mean"] for d in report["draws"]]
+    walls = [d["rl_wall_s"] for d in report["draws"] if d["rl_wall_s"] is not None]
+    peaks = [d["peak_pss_gib"] for d in report["draws"] if d["peak_pss_gib"] is not None]
     report["overall"] = {
         "rl_minus_warmup": interval(gains, t=True),
         "success": interval([d["success"]["mean"] for d in report["draws"]], t=True),
         "worst_draw_gain": min(gains),
         "draws_with_gain_of_10_points": sum(g >= 0.10 for g in gains),
-        "rl_wall_s_mean": statistics.fmean(d["rl_wall_s"] for d in report["draws"]),
-        "peak_pss_gib_max": max(d["peak_pss_gib"] for d in report["draws"]),
+        "rl_wall_s_mean": statistics.fmean(walls) if walls else None,  # over the draws trained in one run
+        "peak_pss_gib_max": max(peaks, default=None),
     }
     if args.checkpoints:
         report["overall"]["by_step"] = curve_over_draws(report["draws"])

@@ -121,7 +121,7 @@ def test_draws_run_side_by_side_keep_their_order_and_each_writes_its_result(tmp_
     successes = {"warmup": [True, False, False, False], "draw_0": [True, True, False, False],
                  "draw_1000": [True, True, True, True]}  # fmt: skip
 
-    def fake_evaluate(policy: Path, args, out: Path) -> dict[int, float]:
+    def fake_evaluate(policy: Path, args, out: Path, threads=None) -> dict[int, float]:
         key = "warmup" if out.name == "warmup_eval.jsonl" else out.parent.name
         rows = [{**_episode(10_000 + k), "success": ok} for k, ok in enumerate(successes[key])]
         out.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -141,6 +141,8 @@ def test_draws_run_side_by_side_keep_their_order_and_each_writes_its_result(tmp_
         str(tmp_path / "w"),
         "--out",
         str(out),
+        "--eval-episodes",
+        "4",
     ]
     monkeypatch.setattr(sys, "argv", argv)
     learning_draws.main()
@@ -177,7 +179,7 @@ def test_every_kept_checkpoint_is_judged_and_a_read_back_draw_gets_its_curve(tmp
                  "held_out.jsonl": [True, True, True, False]}  # fmt: skip
     evaluated = []
 
-    def fake_evaluate(policy: Path, args, out: Path) -> dict[int, float]:
+    def fake_evaluate(policy: Path, args, out: Path, threads=None) -> dict[int, float]:
         evaluated.append((policy.parent.name if policy.name == "policy" else policy.name, out.name))
         values = successes[out.name] if out.parent.name in ("draws", "draw_0") else [False] * 4
         rows = [{**_episode(10_000 + k), "success": ok} for k, ok in enumerate(values)]
@@ -188,7 +190,7 @@ def test_every_kept_checkpoint_is_judged_and_a_read_back_draw_gets_its_curve(tmp
     monkeypatch.setattr(learning_draws, "evaluate", fake_evaluate)
     out = tmp_path / "draws"
     argv = ["learning_draws.py", "--seeds", "0", "--warmup", str(tmp_path / "w"), "--out", str(out)]
-    monkeypatch.setattr(sys, "argv", [*argv, "--checkpoints"])
+    monkeypatch.setattr(sys, "argv", [*argv, "--eval-episodes", "4", "--checkpoints"])
     learning_draws.main()
     draw = json.loads((out / "draw_0" / "draw.json").read_text())
     # step 8: 2 of 4 against the warm-up's 1 -> +0.25; step 16, the final policy: 3 of 4 -> +0.5, evaluated once
@@ -209,6 +211,68 @@ def test_every_kept_checkpoint_is_judged_and_a_read_back_draw_gets_its_curve(tmp
     assert evaluated == [("step_000008", "held_out_step_8.jsonl")]  # the final policy's episodes are read back
     again = json.loads((out / "draw_0" / "draw.json").read_text())
     assert [(p["step"], p["rl_minus_warmup"]["mean"]) for p in again["by_step"]] == [(8, 0.25), (16, 0.5)]
+
+
+def test_a_draw_trained_before_is_judged_without_training_and_an_evaluation_cut_short_runs_again(
+    tmp_path: Path, monkeypatch
+) -> None:
+    out = tmp_path / "draws"
+    out.mkdir()
+    same_settings(out, _args(overrides=[], eval_episodes=4, sampling_seed=None), tmp_path / "w")  # as main's below
+    run_dir = out / "draw_0"
+    for step in (8, 16):
+        (run_dir / "checkpoints" / f"step_{step:06d}" / "policy").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("trainer:\n  total_steps: 16\n")
+    assert not learning_draws.trained(run_dir)  # the last step's checkpoint is not whole yet
+    (run_dir / "checkpoints" / "step_000016" / "COMPLETE").write_text("")
+    assert learning_draws.trained(run_dir)
+
+    def rows(successes: list[bool]) -> str:
+        return "".join(json.dumps({**_episode(10_000 + k), "success": ok}) + "\n" for k, ok in enumerate(successes))
+
+    (out / "warmup_eval.jsonl").write_text(rows([True, False, False, False]))
+    (run_dir / "held_out.jsonl").write_text(rows([True, True, True, False]))  # the final policy's: every episode
+    (run_dir / "held_out_step_8.jsonl").write_text(rows([True, True]) + '{"env_id": "sok')  # stopped part-way
+    evaluated = []
+
+    def fake_evaluate(policy: Path, args, out: Path, threads=None) -> dict[int, float]:
+        evaluated.append(out.name)
+        out.write_text(rows([True, True, False, False]))
+        return {10_000 + k: float(k < 2) for k in range(4)}
+
+    monkeypatch.setattr(learning_draws, "run_timed", lambda command: pytest.fail("a trained draw ran again"))
+    monkeypatch.setattr(learning_draws, "evaluate", fake_evaluate)
+    argv = ["learning_draws.py", "--seeds", "0", "--warmup", str(tmp_path / "w"), "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--eval-episodes", "4", "--checkpoints", "--"])
+    learning_draws.main()
+    assert evaluated == ["held_out_step_8.jsonl"]  # the warm-up's and the final policy's episodes are read back
+    draw = json.loads((run_dir / "draw.json").read_text())
+    # final: 3 of 4 against the warm-up's 1 of 4 -> +0.5; step 8, evaluated again: 2 of 4 -> +0.25
+    assert [(p["step"], p["rl_minus_warmup"]["mean"]) for p in draw["by_step"]] == [(8, 0.25), (16, 0.5)]
+    assert draw["rl_wall_s"] is None and draw["peak_pss_gib"] is None
+    report = json.loads((out / "learning_draws.json").read_text())
+    assert report["overall"]["rl_wall_s_mean"] is None and report["overall"]["peak_pss_gib_max"] is None
+
+
+def test_evaluations_beside_other_draws_share_the_cores_out(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(learning_draws.os, "cpu_count", lambda: 2)
+    assert learning_draws.eval_threads(_args(jobs=1)) is None  # alone: torch's default
+    assert learning_draws.eval_threads(_args(jobs=2)) == 1
+    assert learning_draws.eval_threads(_args(jobs=4)) == 1  # never none
+    environments = []
+
+    def fake_run(command, env=None, **kwargs):
+        environments.append(env)
+        Path(next(a for a in command if a.startswith("out=")).removeprefix("out=")).write_text(
+            json.dumps({**_episode(10_000), "success": True}) + "\n"
+        )
+
+    monkeypatch.setattr(learning_draws.subprocess, "run", fake_run)
+    args = _args(eval_episodes=1)
+    assert learning_draws.evaluate(tmp_path / "p", args, tmp_path / "a.jsonl", threads=1) == {10_000: 1.0}
+    learning_draws.evaluate(tmp_path / "p", args, tmp_path / "b.jsonl")
+    assert environments[0]["OMP_NUM_THREADS"] == "1" and environments[0]["PATH"] == learning_draws.os.environ["PATH"]
+    assert environments[1] is None  # the parent's environment, unchanged
 
 
 def test_outcomes_count_the_failures_left_without_a_solution_and_the_successes_per_difficulty(tmp_path: Path) -> None:
