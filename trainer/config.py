@@ -165,6 +165,9 @@ class AlgoConfig:
     # (positive sample reinforcement); 0 for the positives: only from what went worse. 1 and 1: unchanged.
     positive_weight: float = 1.0
     negative_weight: float = 1.0
+    # The estimator's own advantage (the episode level: GAE, a group's) scaled by this before the state credit terms
+    # (step groups, the move credit) are added; 0 leaves only those terms, the critic (if any) still trained.
+    episode_weight: float = 1.0
     # Credit from the env's exact state (info["state_key"], info["distance_to_goal"]); any estimator.
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     step_groups: StepGroupsConfig = field(default_factory=StepGroupsConfig)
@@ -509,6 +512,12 @@ def _check_algo(config: TrainConfig) -> None:
     _require(algo.tis.cap > 1, f"algo.tis.cap must be > 1, got {algo.tis.cap}")
     _require(algo.tis.min_mismatch >= 0, f"algo.tis.min_mismatch must be >= 0, got {algo.tis.min_mismatch}")
     _require(0 < algo.filter_groups <= 1, f"algo.filter_groups is a fraction in (0, 1], got {algo.filter_groups}")
+    _require(algo.episode_weight >= 0, f"algo.episode_weight must be >= 0 (1: unchanged), got {algo.episode_weight}")
+    _require(
+        algo.episode_weight > 0 or algo.move_credit.weight > 0 or algo.step_groups.weight > 0,
+        "algo.episode_weight=0 leaves only the state credit terms, and both are off: set algo.move_credit.weight > 0 "
+        "or algo.step_groups.weight > 0, or algo.episode_weight > 0",
+    )
     signs = (algo.positive_weight, algo.negative_weight)
     _require(
         min(signs) >= 0 and max(signs) > 0,

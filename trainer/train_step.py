@@ -327,6 +327,8 @@ def estimate_advantages(
     group_index = torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long)
     inputs = AdvantageInputs(token_rewards, mask, scores, group_index, batch.values)
     batch.advantages, batch.returns = ESTIMATORS[algo.advantage].compute(inputs, algo)
+    if algo.episode_weight != 1:  # the returns (the critic's targets) stay whole
+        batch.advantages = algo.episode_weight * batch.advantages
     metrics["advantage/episode_abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     if algo.step_groups.weight > 0:
         # position groups compare the rewards as shaped; distance groups the progress form, which end=keep already is

@@ -6,6 +6,8 @@ sampled tokens at columns 2-3, an observation at columns 4-5, turn 1's sampled t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -253,6 +255,35 @@ def test_sign_weights_scale_the_final_advantages_by_their_sign():
     metrics = estimate_advantages(batch, moved, group_algo("grpo", move_credit=moves, shaping=shaping))
     assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx([-1.0, -1.0, -10.0])
     assert "advantage/negative_share" not in metrics
+
+
+def test_the_episode_weight_scales_the_estimators_advantage_and_leaves_the_state_terms_and_the_returns():
+    moved = [
+        with_moves(TRAJECTORIES[0], [[0, 1], [4]], [[2, 1], [0]]),
+        with_moves(TRAJECTORIES[1], [[1], [4]], [[2], [None]]),
+    ]
+    moves, shaping = MoveCreditConfig(weight=0.5), ShapingConfig(unsolvable_distance=20)
+    # the move credit's test above: episode level +-0.5, moves x 0.5 [-0.5, 0, 0] and [-0.5, -0.5, -9.5]
+    for weight, first, second in [
+        (0.0, [-0.5, 0.0, 0.0], [-0.5, -0.5, -9.5]),  # the move credit alone
+        (0.5, [-0.25, 0.25, 0.25], [-0.75, -0.75, -9.75]),  # +-0.25 from the episode level
+    ]:
+        batch = build_batch(moved, pad_id=0)
+        metrics = estimate_advantages(batch, moved, group_algo("grpo", move_credit=moves, shaping=shaping,
+                                                               episode_weight=weight))  # fmt: skip
+        assert batch.advantages[0, TURN0 + TURN1].tolist() == pytest.approx(first)
+        assert batch.advantages[1, TURN0 + TURN1].tolist() == pytest.approx(second)
+        assert metrics["advantage/episode_abs_mean"] == pytest.approx(0.5 * weight)  # as weighted
+    # with a critic: the advantages scale, its targets do not
+    algo = AlgoConfig(advantage="gae", critic=True, group_size=1, normalize_std=False)
+    batches = []
+    for weight in (1.0, 0.5):
+        batch = build_batch(TRAJECTORIES, pad_id=0)
+        batch.values = torch.zeros(batch.response_mask.shape)
+        estimate_advantages(batch, TRAJECTORIES, replace(algo, episode_weight=weight))
+        batches.append(batch)
+    assert torch.allclose(batches[1].advantages, 0.5 * batches[0].advantages)
+    assert batches[0].advantages.abs().sum() > 0 and torch.equal(batches[1].returns, batches[0].returns)
 
 
 def test_a_charged_stop_costs_a_turn_the_moves_it_did_not_make():
