@@ -33,8 +33,9 @@ own evaluation. A run on this 2-core CPU leaves a core idle much of the time (th
 the driver on the engine), so two at a time finish sooner than one after the other, but each draw's
 ``rl_wall_s`` then counts the time it shared the machine: compare wall times only between runs of the same
 ``jobs`` (recorded in the JSON). The draws' results do not depend on it: their seeds fix what each plays. Their
-evaluations get the cores shared out (``OMP_NUM_THREADS``, ``eval_threads`` in the JSON): two of torch's default
-two threads each on two cores made one of 256 episodes take 25 minutes rather than about 4.
+evaluations get the cores shared out (``OMP_NUM_THREADS``, ``eval_threads`` in the JSON): on two cores, two
+evaluations of 256 episodes at once took 22 minutes with torch's default two threads each and 3.8 with one (one
+alone, two threads: 2.3 minutes).
 
 Comparing two methods: ``--against <folder>`` pairs each draw with the draw of the same training seed in another
 folder made from the same warm-up policy and evaluation (``against`` in the JSON): per held-out seed, success here
