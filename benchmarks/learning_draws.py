@@ -69,6 +69,7 @@ from omegaconf import OmegaConf
 
 from agents.eval import summarize
 from agents.trajectory import read_trajectories
+from trainer.checkpoint import COMPLETE, checkpoint_dir
 
 DEFAULT_MAX_TURNS, DEFAULT_MAX_TOTAL_TOKENS = 3, 1024  # the main command's episodes
 # Student's t quantile for a two-sided 95% interval, by degrees of freedom (draws - 1).
@@ -155,8 +156,7 @@ def trained(run_dir: Path) -> bool:
     config = run_dir / "config.yaml"
     if not config.is_file():
         return False
-    steps = OmegaConf.load(config).trainer.total_steps
-    return (run_dir / "checkpoints" / f"step_{steps:06d}" / "COMPLETE").is_file()
+    return (checkpoint_dir(run_dir, OmegaConf.load(config).trainer.total_steps) / COMPLETE).is_file()
 
 
 def run_timed(command: list[str]) -> tuple[float, TreeMemory]:
