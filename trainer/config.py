@@ -168,6 +168,12 @@ class AlgoConfig:
     # The estimator's own advantage (the episode level: GAE, a group's) scaled by this before the state credit terms
     # (step groups, the move credit) are added; 0 leaves only those terms, the critic (if any) still trained.
     episode_weight: float = 1.0
+    # A control, not a method: each episode's environment reward replaced by the return of another episode of the
+    # same step (a random permutation, seeded by the step; all of it on the episode's last turn). The update then
+    # sees the same episodes and rewards of the same sizes with nothing telling it which episode earned which:
+    # what it does to the policy is what the noise of a step does. Shaping and the state credit terms still judge
+    # each episode's own positions.
+    placebo: bool = False
     # Credit from the env's exact state (info["state_key"], info["distance_to_goal"]); any estimator.
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     step_groups: StepGroupsConfig = field(default_factory=StepGroupsConfig)

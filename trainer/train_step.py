@@ -52,6 +52,7 @@ from trainer.algos import (
     truncated_is_weights,
 )
 from trainer.algos.estimators import ESTIMATORS, AdvantageInputs
+from trainer.algos.placebo import placebo_rewards
 from trainer.batch import TrainBatch, reward_positions
 from trainer.checkpoint import TrainerState, checkpoint_dir, mark_complete, prune_checkpoints
 from trainer.config import AlgoConfig, TrainConfig
@@ -375,13 +376,15 @@ def estimate_advantages(
 def _shaped_turn_rewards(
     trajectories: Sequence[Trajectory], algo: AlgoConfig, step: int
 ) -> tuple[list[list[float]], dict[str, float]]:
-    """Each trajectory's turn rewards, plus progress shaping when ``algo.shaping.coef`` is positive (at ``step``'s
-    coefficient, ``shaping/coef``).
+    """Each trajectory's turn rewards (with ``algo.placebo`` another episode's return, :func:`placebo_rewards`),
+    plus progress shaping when ``algo.shaping.coef`` is positive (at ``step``'s coefficient, ``shaping/coef``).
 
     The shaping is logged apart (``shaping/return_mean``); the environment's return, success and every
     evaluation stay the environment's own.
     """
     rewards = [list(t.turn_rewards) for t in trajectories]
+    if algo.placebo:
+        rewards = placebo_rewards(rewards, seed=step)
     shaping = algo.shaping
     if shaping.coef == 0:
         return rewards, {}
