@@ -518,6 +518,11 @@ def _check_algo(config: TrainConfig) -> None:
     _require(algo.tis.cap > 1, f"algo.tis.cap must be > 1, got {algo.tis.cap}")
     _require(algo.tis.min_mismatch >= 0, f"algo.tis.min_mismatch must be >= 0, got {algo.tis.min_mismatch}")
     _require(0 < algo.filter_groups <= 1, f"algo.filter_groups is a fraction in (0, 1], got {algo.filter_groups}")
+    _require(
+        not (algo.placebo and algo.filter_groups < 1),
+        "algo.placebo swaps the rewards between episodes, but algo.filter_groups picks groups by their own returns "
+        "(the signal the placebo hides): set algo.filter_groups=1, or algo.placebo=false",
+    )
     _require(algo.episode_weight >= 0, f"algo.episode_weight must be >= 0 (1: unchanged), got {algo.episode_weight}")
     _require(
         algo.episode_weight > 0 or algo.move_credit.weight > 0 or algo.step_groups.weight > 0,

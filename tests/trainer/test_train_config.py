@@ -360,6 +360,7 @@ def _checkpoint(run_dir: Path, step: int) -> Path:
         (["algo.positive_weight=0", "algo.negative_weight=0"], ["one > 0 (1 and 1: unchanged), got 0 and 0"]),
         (["algo.episode_weight=-1"], ["algo.episode_weight must be >= 0 (1: unchanged), got -1"]),
         (["algo.episode_weight=0"], ["leaves only the state credit terms, and both are off", "weight > 0"]),
+        (["algo.placebo=true", "algo.filter_groups=0.5"], ["picks groups by their own returns", "filter_groups=1"]),
         (["sft.micro_batch_size=0"], ["sft.micro_batch_size must be >= 1, got 0"]),
         (["evaluation.max_concurrent_episodes=0"], ["evaluation.max_concurrent_episodes must be >= 1 (null: every"]),
         (["sft.oracle_noise=1"], ["sft.oracle_noise must be in [0, 1) (0: the oracle alone), got 1"]),
