@@ -23,7 +23,7 @@ import json
 import shutil
 from pathlib import Path
 
-WEIGHTS = "model.safetensors"
+from update_geometry import WEIGHTS, require_policy_folders  # a sibling script: benchmarks/ is on sys.path
 
 
 def shuffled_change(change, generator):
@@ -67,9 +67,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the permutations' seed")
     args = parser.parse_args()
     base_dir, trained_dir, out = Path(args.base), Path(args.trained), Path(args.out)
-    for folder in (base_dir, trained_dir):
-        if not (folder / WEIGHTS).is_file():
-            parser.error(f"{folder} has no {WEIGHTS}: pass a saved policy folder (<run>/checkpoints/step_*/policy)")
+    require_policy_folders(parser, [base_dir, trained_dir])
     if out.exists():
         parser.error(f"{out} exists: pass a new folder")
 

@@ -25,6 +25,13 @@ from pathlib import Path
 WEIGHTS = "model.safetensors"
 
 
+def require_policy_folders(parser: argparse.ArgumentParser, folders: list) -> None:
+    """Stop with a usage error naming the first of ``folders`` that holds no saved weights."""
+    for folder in folders:
+        if not (Path(folder) / WEIGHTS).is_file():
+            parser.error(f"{folder} has no {WEIGHTS}: pass a saved policy folder (<run>/checkpoints/step_*/policy)")
+
+
 def change(base: dict, policy: dict):
     """``policy``'s weights minus ``base``'s, every tensor flattened in name order, as one float32 vector."""
     import torch
@@ -73,9 +80,7 @@ def main() -> None:
     folders = list(dict.fromkeys([*args.policy, *(p for run in args.run for p in run)]))
     if not folders:
         parser.error("pass policies to compare: --policy <folder> ... or --run <folder> <folder> ...")
-    for folder in [args.base, *folders]:
-        if not (Path(folder) / WEIGHTS).is_file():
-            parser.error(f"{folder} has no {WEIGHTS}: pass a saved policy folder (<run>/checkpoints/step_*/policy)")
+    require_policy_folders(parser, [args.base, *folders])
 
     from safetensors.torch import load_file
 
