@@ -171,8 +171,8 @@ class AlgoConfig:
     # A control, not a method: each episode's environment reward replaced by the return of another episode of the
     # same step (a random permutation, seeded by the step; all of it on the episode's last turn). The update then
     # sees the same episodes and rewards of the same sizes with nothing telling it which episode earned which:
-    # what it does to the policy is what the noise of a step does. Shaping and the state credit terms still judge
-    # each episode's own positions.
+    # what it does to the policy is what the noise of a step does. Shaping and the move credit still judge each
+    # episode's own positions; step groups compare the swapped rewards (plus the shaping) of their turns.
     placebo: bool = False
     # Credit from the env's exact state (info["state_key"], info["distance_to_goal"]); any estimator.
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
